@@ -1,0 +1,3 @@
+from iclr_lab.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,37 @@
+"""Shared machinery used by two or more chapters, and nothing else.
+
+Light modules are re-exported here; the heavier helpers are imported from their own modules so that
+``import iclr_lab.core`` never pulls in torch or Altair:
+
+* :mod:`iclr_lab.core.report`: :class:`Claim`, :class:`Report`.
+* :mod:`iclr_lab.core.registry`: the chapter table and lazy loading.
+* :mod:`iclr_lab.core.scales`: ``smoke``/``book``/``paper`` and :func:`seed_everything`.
+* :mod:`iclr_lab.core.validation`: argument checks with helpful messages.
+* :mod:`iclr_lab.core.progress`: tqdm bars that stay silent off a terminal.
+* :mod:`iclr_lab.core.stats`: log-log slopes and seed summaries.
+* :mod:`iclr_lab.core.datasets`: offline data (digits, scikit-image images, seeded generators).
+* :mod:`iclr_lab.core.charts`: Altair chart helpers (imports Altair).
+* :mod:`iclr_lab.core.widgets`: ipywidgets explorers (imports ipywidgets).
+* :mod:`iclr_lab.core.nn`: tiny torch model blocks and a training loop (imports torch).
+"""
+
+from iclr_lab.core.registry import Chapter, chapter, chapters, load, reproduce
+from iclr_lab.core.report import Claim, ClaimFailure, Report, timed
+from iclr_lab.core.scales import SCALES, Scale, check_scale, pick, seed_everything
+
+__all__ = [
+    "SCALES",
+    "Chapter",
+    "Claim",
+    "ClaimFailure",
+    "Report",
+    "Scale",
+    "chapter",
+    "chapters",
+    "check_scale",
+    "load",
+    "pick",
+    "reproduce",
+    "seed_everything",
+    "timed",
+]

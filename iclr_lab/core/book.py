@@ -1,0 +1,28 @@
+"""Helpers that only chapters call: glue a report's numbers into the page text.
+
+myst-nb's ``glue`` stores a value under a key; the page then shows it with ``{glue:text}`key```
+anywhere, including *above* the cell that computed it. That is how the "paper at a glance" box at the
+top of each chapter shows the numbers measured in the "Reproduce" section at the bottom.
+"""
+
+from __future__ import annotations
+
+from iclr_lab.core.report import Report
+
+__all__ = ["glue_report"]
+
+
+def glue_report(report: Report) -> None:
+    """Glue the scorecard and each claim's numbers into the page.
+
+    Keys: ``scorecard`` (the table; show it with ``{glue:} scorecard``), ``<claim>`` (the measured
+    float; ``{glue:text}`<claim>:.3g```) and ``<claim>_status`` (markdown:
+    ``{glue:md}`<claim>_status```).
+    """
+    from IPython.display import Markdown
+    from myst_nb import glue
+
+    glue("scorecard", report.scorecard(), display=False)
+    for c in report.claims:
+        glue(c.name, c.measured, display=False)
+        glue(f"{c.name}_status", Markdown(f"**{c.status}**"), display=False)

@@ -1,0 +1,170 @@
+"""Altair chart helpers shared by every chapter.
+
+Three shapes cover most of the book:
+
+* :func:`curves`: one line per method with a band over seeds (mean, min-max);
+* :func:`loglog`: points on log-log axes with the fitted slope in the legend, optionally against a
+  theoretical bound;
+* :func:`sweep`: the "precomputed sweep": results for a grid of a hyper-parameter, with a slider that
+  works on the static web page because Vega filters the embedded data in the browser.
+
+All take tidy DataFrames (one row per method x x-value x seed) and return charts that validate with
+``chart.to_dict()`` and render offline through vl-convert (:func:`save_chart`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from iclr_lab.core.stats import loglog_slope, summarize_seeds
+
+__all__ = ["MAX_ROWS", "curves", "loglog", "save_chart", "sweep", "thin"]
+
+#: Altair refuses to embed more rows than this; chapters thin their logs first (see :func:`thin`).
+MAX_ROWS = 5000
+WIDTH, HEIGHT = 440, 260
+
+
+def _check(df: pd.DataFrame, cols: Sequence[str | None]) -> None:
+    missing = [c for c in cols if c is not None and c not in df.columns]
+    if missing:
+        raise ValueError(f"df is missing columns {missing}; it has {list(df.columns)}")
+    if len(df) > MAX_ROWS:
+        raise ValueError(f"df has {len(df)} rows; charts embed at most {MAX_ROWS}: thin it first")
+
+
+def _scale(log: bool) -> alt.Scale:
+    return alt.Scale(type="log") if log else alt.Scale(zero=False)
+
+
+def thin(df: pd.DataFrame, x: str, points: int = 120, log: bool = False) -> pd.DataFrame:
+    """Keep rows whose ``x`` lies on a grid of about ``points`` values (log-spaced if ``log``).
+
+    Use it before charting long training logs: the chart keeps its shape at a fraction of the size.
+    """
+    values = np.sort(df[x].unique())
+    if len(values) <= points:
+        return df
+    if log:
+        pos = values[values > 0]
+        grid = np.unique(np.geomspace(pos[0], pos[-1], points))
+    else:
+        grid = np.linspace(values[0], values[-1], points)
+    keep = np.unique(values[np.clip(np.searchsorted(values, grid), 0, len(values) - 1)])
+    return df[df[x].isin(keep)].reset_index(drop=True)
+
+
+def _band_layers(data: pd.DataFrame, x: str, y: str, color: str | None, log_x: bool,
+                 log_y: bool, y_title: str, domain: list[float] | None = None) -> list[alt.Chart]:
+    base = alt.Chart(data)
+    yscale = _scale(log_y)
+    if domain is not None:
+        yscale = alt.Scale(type="log" if log_y else "linear", domain=domain, zero=False)
+    enc_color = {"color": alt.Color(f"{color}:N", title=color)} if color else {}
+    line = base.mark_line(point=alt.OverlayMarkDef(size=18)).encode(
+        x=alt.X(f"{x}:Q", scale=_scale(log_x), title=x),
+        y=alt.Y("mean:Q", scale=yscale, title=y_title),
+        tooltip=[*([color] if color else []), x, alt.Tooltip("mean:Q", format=".4g"),
+                 alt.Tooltip("lo:Q", format=".4g"), alt.Tooltip("hi:Q", format=".4g"), "n"],
+        **enc_color,
+    )
+    band = base.mark_area(opacity=0.18).encode(
+        x=f"{x}:Q", y=alt.Y("lo:Q", scale=yscale), y2="hi:Q", **enc_color
+    )
+    return [band, line]
+
+
+def curves(df: pd.DataFrame, *, x: str, y: str, color: str | None = None, seed: str = "seed",
+           log_x: bool = False, log_y: bool = False, title: str = "") -> alt.LayerChart:
+    """Mean of ``y`` against ``x`` per ``color`` group, with a min-max band over ``seed``."""
+    _check(df, [x, y, color])
+    by = [c for c in (color, x) if c]
+    data = summarize_seeds(df.assign(**{seed: df[seed] if seed in df else 0}), by, y, seed)
+    return alt.layer(*_band_layers(data, x, y, color, log_x, log_y, y)).properties(
+        width=WIDTH, height=HEIGHT, title=title)
+
+
+def loglog(df: pd.DataFrame, *, x: str, y: str, color: str | None = None,
+           bound: str | None = None, title: str = "") -> alt.LayerChart:
+    """Points of ``y`` against ``x`` on log-log axes with a least-squares line per ``color`` group.
+
+    The legend shows each group's fitted slope. If ``bound`` names a column, it is drawn as a dashed
+    line (a theorem's bound, say), so the reader sees every point fall below it.
+    """
+    _check(df, [x, y, color, bound])
+    groups = df.groupby(color, sort=False) if color else [("data", df)]
+    fits, points = [], []
+    for name, g in groups:
+        slope, icpt = loglog_slope(g[x], g[y])
+        label = f"{name} (slope {slope:.2f})"
+        xs = np.geomspace(g[x].min(), g[x].max(), 30)
+        fits.append(pd.DataFrame({x: xs, y: np.exp(icpt) * xs**slope, "series": label}))
+        points.append(g.assign(series=label))
+    pts = pd.concat(points, ignore_index=True)
+    xs_ = alt.X(f"{x}:Q", scale=alt.Scale(type="log"), title=x)
+    ys_ = alt.Y(f"{y}:Q", scale=alt.Scale(type="log"), title=y)
+    col = alt.Color("series:N", title="fit")
+    layers = [
+        alt.Chart(pts).mark_point(filled=True, size=50).encode(
+            x=xs_, y=ys_, color=col, tooltip=[x, alt.Tooltip(f"{y}:Q", format=".4g"), "series"]),
+        alt.Chart(pd.concat(fits, ignore_index=True)).mark_line().encode(x=xs_, y=ys_, color=col),
+    ]
+    if bound:
+        bd = df[[x, bound]].drop_duplicates().sort_values(x)
+        layers.append(alt.Chart(bd).mark_line(strokeDash=[6, 4], color="black").encode(
+            x=xs_, y=alt.Y(f"{bound}:Q", scale=alt.Scale(type="log")),
+            tooltip=[x, alt.Tooltip(f"{bound}:Q", format=".4g")]))
+    return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=title)
+
+
+def sweep(df: pd.DataFrame, *, x: str, y: str, param: str, color: str | None = None,
+          seed: str = "seed", param_label: str | None = None, log_x: bool = False,
+          log_y: bool = False, start: float | None = None, title: str = "") -> alt.LayerChart:
+    """A chart of ``y`` against ``x`` for one value of ``param``, chosen with a slider on the page.
+
+    The whole grid is embedded and Vega filters it in the browser, so the slider works on the static
+    book page with no kernel. The slider steps through the grid points (which may be log-spaced); a
+    label in the corner shows the current value. The y-axis is fixed across the grid so that moving
+    the slider compares like with like.
+
+    Args:
+        start: the grid value shown first (default: the middle of the grid).
+    """
+    _check(df, [x, y, param, color])
+    values = sorted(df[param].unique())
+    index = {v: i for i, v in enumerate(values)}
+    by = [c for c in (param, color, x) if c]
+    data = summarize_seeds(df.assign(**{seed: df[seed] if seed in df else 0}), by, y, seed)
+    data["grid_point"] = data[param].map(index)
+    first = len(values) // 2 if start is None else index[min(values, key=lambda v: abs(v - start))]
+    label = param_label or param
+    slider = alt.param(name="grid_point_param", value=first, bind=alt.binding_range(
+        min=0, max=len(values) - 1, step=1, name=f"{label} (grid point) "))
+    lo, hi = float(data["lo"].min()), float(data["hi"].max())
+    if log_y:
+        lo = float(data.loc[data["lo"] > 0, "lo"].min())
+    layers = [layer.transform_filter(alt.datum.grid_point == slider)
+              for layer in _band_layers(data, x, y, color, log_x, log_y, y, domain=[lo, hi])]
+    labels = pd.DataFrame({"grid_point": range(len(values)),
+                           "label": [f"{label} = {v:.4g}" for v in values]})
+    layers.append(alt.Chart(labels).transform_filter(alt.datum.grid_point == slider).mark_text(
+        align="left", baseline="top", fontSize=13, fontWeight="bold").encode(
+        x=alt.value(6), y=alt.value(6), text="label:N"))
+    return alt.layer(*layers).add_params(slider).properties(
+        width=WIDTH, height=HEIGHT, title=title)
+
+
+def save_chart(chart: alt.TopLevelMixin, stem: str | Path, *, png: bool = True) -> list[Path]:
+    """Write ``stem.html`` (interactive) and, if ``png``, ``stem.png`` (rendered offline by vl-convert)."""
+    stem = Path(stem)
+    paths = [stem.with_suffix(".html")]
+    chart.save(paths[0])
+    if png:
+        paths.append(stem.with_suffix(".png"))
+        chart.save(paths[1], scale_factor=2)
+    return paths

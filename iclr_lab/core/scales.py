@@ -1,0 +1,68 @@
+"""The three run sizes every chapter supports, and the one seeding call every chapter makes.
+
+* ``smoke``: seconds; exercises the whole pipeline in unit tests.
+* ``book``: at most 90 s on one CPU thread; what the chapter executes and CI asserts.
+* ``paper``: closer to the paper's setup; minutes to hours.
+
+A scale changes sizes (steps, seeds, grid points), never the algorithm.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+from collections.abc import Mapping
+from typing import Literal, TypeVar
+
+import numpy as np
+
+from iclr_lab.core.validation import check_choice, check_int
+
+__all__ = ["SCALES", "Scale", "check_scale", "pick", "seed_everything"]
+
+Scale = Literal["smoke", "book", "paper"]
+SCALES: tuple[Scale, ...] = ("smoke", "book", "paper")
+
+T = TypeVar("T")
+
+
+def check_scale(scale: str) -> Scale:
+    """Return ``scale`` if it is one of :data:`SCALES`, else raise ``ValueError``."""
+    return check_choice("scale", scale, SCALES)
+
+
+def pick(table: Mapping[str, T], scale: str) -> T:
+    """Return the entry of ``table`` for ``scale``: the one place a chapter's sizes depend on it.
+
+    >>> pick({"smoke": 10, "book": 1000, "paper": 10**5}, "book")
+    1000
+    """
+    check_scale(scale)
+    missing = set(SCALES) - set(table)
+    if missing:
+        raise ValueError(f"table must define every scale; missing {sorted(missing)}")
+    return table[scale]
+
+
+def seed_everything(seed: int, *, threads: int | None = 1) -> np.random.Generator:
+    """Seed Python, NumPy and (if imported) torch; pin torch to ``threads`` threads.
+
+    torch is only touched when it has already been imported, so numpy-only chapters stay light.
+    Pinning the thread count matters twice: small networks run faster on one thread, and float
+    reductions are only reproducible for a fixed thread count.
+
+    Returns:
+        A fresh ``numpy.random.Generator`` seeded with ``seed``. Chapters pass it (or integers drawn
+        from it) down instead of touching global state.
+    """
+    seed = check_int("seed", seed, 0, 2**32 - 1)
+    random.seed(seed)
+    np.random.seed(seed)  # noqa: NPY002 - third-party code may still use the legacy global RNG
+    os.environ.setdefault("PYTHONHASHSEED", str(seed))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)
+        if threads is not None:
+            torch.set_num_threads(check_int("threads", threads, 1))
+    return np.random.default_rng(seed)

@@ -1,0 +1,70 @@
+"""Argument checks whose errors name the parameter and the allowed range.
+
+Every public function of the package validates its arguments with these helpers, so a user who types
+``VRAdam(params, lr=-1)`` reads ``lr must be in [0, inf), got -1`` rather than a NaN 300 steps later.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from numbers import Integral, Real
+from typing import Any
+
+__all__ = ["check_choice", "check_int", "check_range", "check_real"]
+
+
+def _fmt(x: float) -> str:
+    return "inf" if x == math.inf else "-inf" if x == -math.inf else f"{x:g}"
+
+
+def check_real(name: str, value: Any) -> float:
+    """Return ``value`` as a float, or raise ``TypeError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    return float(value)
+
+
+def check_range(
+    name: str,
+    value: Any,
+    low: float = -math.inf,
+    high: float = math.inf,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
+    """Check that ``low <= value <= high`` (strict on an open side) and return it as a float.
+
+    Raises:
+        TypeError: ``value`` is not a real number.
+        ValueError: ``value`` is outside the interval, or NaN. The message shows the interval in
+            the usual bracket notation, e.g. ``beta1 must be in [0, 1), got 1.0``.
+    """
+    x = check_real(name, value)
+    too_low = x <= low if low_open else x < low
+    too_high = x >= high if high_open else x > high
+    if math.isnan(x) or too_low or too_high:
+        lb = "(" if low_open or low == -math.inf else "["
+        hb = ")" if high_open or high == math.inf else "]"
+        raise ValueError(f"{name} must be in {lb}{_fmt(low)}, {_fmt(high)}{hb}, got {value!r}")
+    return x
+
+
+def check_int(name: str, value: Any, low: int | None = None, high: int | None = None) -> int:
+    """Check that ``value`` is an integer in ``[low, high]`` and return it."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+    lo = -math.inf if low is None else low
+    hi = math.inf if high is None else high
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be an integer in [{_fmt(lo)}, {_fmt(hi)}], got {value!r}")
+    return int(value)
+
+
+def check_choice(name: str, value: Any, choices: Collection[Any]) -> Any:
+    """Check that ``value`` is one of ``choices`` and return it."""
+    if value not in choices:
+        allowed = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be one of {allowed}; got {value!r}")
+    return value
