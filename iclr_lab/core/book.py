@@ -19,8 +19,11 @@ def glue_report(report: Report) -> None:
     float; ``{glue:text}`<claim>:.3g```) and ``<claim>_status`` (markdown:
     ``{glue:md}`<claim>_status```).
     """
+    try:
+        from myst_nb import glue
+    except ImportError:  # running the notebook outside the book build (Colab, plain Jupyter)
+        return
     from IPython.display import Markdown
-    from myst_nb import glue
 
     glue("scorecard", report.scorecard(), display=False)
     for c in report.claims:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from iclr_lab.core.validation import check_choice
+from iclr_lab.core.scales import check_scale
+from iclr_lab.core.validation import check_choice, check_int
 
 if TYPE_CHECKING:
     from iclr_lab.core.report import Report
@@ -149,4 +150,6 @@ def load(slug: str) -> ModuleType:
 
 def reproduce(slug: str, scale: str = "book", seed: int = 0) -> Report:
     """Run chapter ``slug``'s experiment: ``load(slug).reproduce(scale=scale, seed=seed)``."""
+    check_scale(scale)
+    check_int("seed", seed, 0, 2**32 - 1)
     return load(slug).reproduce(scale=scale, seed=seed)

@@ -1,0 +1,32 @@
+"""Optimizer chapters: VRAdam (and, later, DOIT and DNT).
+
+The optimizers are exported lazily, so ``import iclr_lab.optimizers`` does not import torch; the
+first access to a name (``from iclr_lab.optimizers import VRAdam``) imports its chapter module.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: public name -> chapter module that defines it. New chapters add their optimizers here.
+_LAZY: dict[str, str] = {
+    "VRAdam": "iclr_lab.optimizers.vradam",
+    "VRMomentum": "iclr_lab.optimizers.vradam",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,44 @@
+# make book | make test | make lab   (each creates .venv and installs requirements.txt if needed)
+SHELL   := /bin/bash
+PYTHON  ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed-stamp
+export PYTHONHASHSEED := 0
+
+.PHONY: book test lint unit lab venv clean
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	touch $@
+
+venv: $(STAMP)
+
+## book: execute every chapter (two at a time) and build the HTML book into _build/html
+book: $(STAMP)
+	$(BIN)/python tools/build_book.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -n 2
+
+## test: everything CI checks: ruff, the test suite, then the executed book build with -W
+test: $(STAMP)
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory lint && \
+	$(MAKE) --no-print-directory unit && \
+	$(MAKE) --no-print-directory book && \
+	echo "make test: all checks passed in $$(( $$(date +%s) - start )) s"
+
+## lab: JupyterLab with the chapters opening as notebooks (jupytext)
+lab: $(STAMP)
+	$(BIN)/python -m pip install --quiet "jupyterlab>=4,<5"
+	$(BIN)/python tools/jupytext_default_viewer.py
+	$(BIN)/jupyter lab book/
+
+clean:
+	rm -rf _build .pytest_cache iclr_lab_scoreboard

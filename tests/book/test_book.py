@@ -1,0 +1,107 @@
+"""Tests of the book itself: the table of contents, the chapter template, paired notebooks, the intro
+table, citations, and lint of the chapters' code cells."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+import yaml
+
+from iclr_lab.core.registry import PARTS, chapters
+
+ROOT = Path(__file__).resolve().parents[2]
+TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
+AVAILABLE = chapters(available_only=True)
+CHAPTER_FILES = [ROOT / c.chapter_path for c in AVAILABLE]
+TEMPLATE = [
+    "The paper at a glance", "Learning objectives", "The problem", "The method", "Why it works",
+    "Explore", "Reproduce the experiment", "Exercises", "Summary", "References",
+]
+
+
+def _toc_entries():
+    yield None, TOC["root"]
+    for part in TOC["parts"]:
+        for ch in part["chapters"]:
+            yield part["caption"], ch["file"]
+
+
+def test_toc_lists_only_files_that_exist():
+    for _, name in _toc_entries():
+        assert (ROOT / f"{name}.md").exists(), name
+
+
+def test_every_implemented_chapter_is_in_the_toc_under_its_part():
+    captions = {name: caption for caption, name in _toc_entries()}
+    for c in AVAILABLE:
+        assert (ROOT / c.chapter_path).exists(), f"{c.slug}: module exists but chapter is missing"
+        assert captions.get(c.chapter_path[:-3]) == PARTS[c.part], c.slug
+    book_parts = [p["caption"] for p in TOC["parts"] if p["caption"] in PARTS.values()]
+    assert book_parts == [v for v in PARTS.values() if v in book_parts], "parts in DESIGN order"
+
+
+@pytest.mark.parametrize("path", CHAPTER_FILES, ids=lambda p: p.stem)
+def test_chapter_follows_the_template(path):
+    text = path.read_text()
+    headings = re.findall(r"^## (.+?)\s*$", text, flags=re.M)
+    found = [h for h in headings if h in TEMPLATE]
+    assert found == TEMPLATE, f"H2 sections must be, in order: {TEMPLATE}"
+    assert text.count("\n# ") == 1, "one H1 title"
+    assert "{cite" in text and "{glue:} scorecard" in text
+    assert ":pyobject:" in text, "the chapter shows the package's own code"
+    assert "prf:theorem" in text and "{exercise}" in text
+    nb = jupytext.read(path)
+    hidden = [c for c in nb.cells if c.cell_type == "code"
+              and "remove-cell" in c.metadata.get("tags", [])]
+    assert any("report.check()" in c.source for c in hidden), "a hidden cell asserts the claims"
+    assert any("seed_everything" in c.source for c in nb.cells if c.cell_type == "code")
+
+
+@pytest.mark.parametrize("path", CHAPTER_FILES, ids=lambda p: p.stem)
+def test_paired_notebook_is_in_sync_and_has_no_outputs(path):
+    ipynb = path.with_suffix(".ipynb")
+    assert ipynb.exists(), f"run: jupytext --sync {path.relative_to(ROOT)}"
+    paired = nbformat.read(ipynb, as_version=4)
+    text = jupytext.read(path)
+    strip = [(c.cell_type, c.source.strip(), c.metadata.get("tags", [])) for c in text.cells]
+    assert [(c.cell_type, c.source.strip(), c.metadata.get("tags", []))
+            for c in paired.cells] == strip, f"out of sync: jupytext --sync {path.name}"
+    assert all(not c.get("outputs") and c.get("execution_count") is None
+               for c in paired.cells if c.cell_type == "code")
+
+
+def test_intro_table_matches_the_registry():
+    intro = (ROOT / "book" / "intro.md").read_text()
+    for c in chapters():
+        row = next((ln for ln in intro.splitlines() if f"| `{c.slug}` |" in ln), None)
+        assert row is not None, f"intro table lacks {c.slug}"
+        if c.available:
+            assert f"{{doc}}`{c.part}/{c.slug}`" in row, f"{c.slug} is ready: link its chapter"
+        else:
+            assert row.rstrip().endswith("| planned |"), f"{c.slug} is not implemented yet"
+
+
+def test_every_citation_has_a_bibtex_entry():
+    bib = (ROOT / "book" / "references.bib").read_text()
+    keys = set(re.findall(r"@\w+\{([^,]+),", bib))
+    cited = set()
+    for md in (ROOT / "book").rglob("*.md"):
+        for group in re.findall(r"\{cite(?::[pt])?\}`([^`]+)`", md.read_text()):
+            cited |= {k.strip() for k in group.split(",")}
+    assert cited <= keys, f"missing from references.bib: {sorted(cited - keys)}"
+
+
+def test_chapter_code_cells_are_ruff_clean(tmp_path):
+    for path in CHAPTER_FILES:
+        nb = jupytext.read(path)
+        nb.cells = [c for c in nb.cells if not c.source.lstrip().startswith(("%", "!"))]
+        jupytext.write(nb, tmp_path / f"{path.stem}.py", fmt="py:percent")
+    out = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache",
+                          "--config", str(ROOT / "pyproject.toml"),
+                          "--ignore", "E402,E501,E731,E741", str(tmp_path)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr

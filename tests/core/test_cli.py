@@ -1,0 +1,57 @@
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from iclr_lab import cli
+from iclr_lab.core.registry import chapters
+from iclr_lab.core.report import Claim, Report
+
+
+def test_list_shows_all_chapters(capsys):
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "vradam" in out and "ccl_vrp" in out and "planned" in out
+
+
+def test_bad_arguments_exit_2_with_a_clear_message(capsys):
+    assert cli.main(["reproduce", "adam9000"]) == 2
+    assert "slug must be one of" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["reproduce", "vradam", "--scale", "huge"])
+    assert exc.value.code == 2
+
+
+def _fake(passed: bool, expected: bool = True):
+    def reproduce(scale: str, seed: int) -> Report:
+        claim = Claim("c", "x <= 1", 0.5 if passed else 2.0, 1.0, expected=expected)
+        return Report("discounted_oco", scale, seed, {"t": pd.DataFrame({"a": [1]})}, [claim])
+
+    return SimpleNamespace(reproduce=reproduce)
+
+
+@pytest.mark.parametrize(("passed", "expected", "code"),
+                         [(True, True, 0), (False, True, 1), (False, False, 0)])
+def test_exit_status_follows_expected_claims(monkeypatch, capsys, passed, expected, code):
+    monkeypatch.setattr("iclr_lab.core.registry.load", lambda slug: _fake(passed, expected))
+    assert cli.main(["reproduce", "discounted_oco", "--scale", "smoke", "--json"]) == code
+    d = json.loads(capsys.readouterr().out)
+    assert d["slug"] == "discounted_oco" and d["claims"][0]["passed"] is passed
+
+
+def test_all_writes_a_scoreboard(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr("iclr_lab.core.registry.load", lambda slug: _fake(True))
+    assert cli.main(["reproduce", "--all", "--scale", "smoke", "--out", str(tmp_path)]) == 0
+    board = pd.read_csv(tmp_path / "scoreboard.csv")
+    assert set(board.status) == {"pass"}
+    assert list(board.slug) == [c.slug for c in chapters(available_only=True)]
+    assert (tmp_path / "scoreboard.md").exists()
+
+
+def test_python_dash_m_runs_the_same_cli():
+    out = subprocess.run([sys.executable, "-m", "iclr_lab", "list"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "discounted_oco" in out
