@@ -7,17 +7,22 @@ top of each chapter shows the numbers measured in the "Reproduce" section at the
 
 from __future__ import annotations
 
+from typing import Any
+
 from iclr_lab.core.report import Report
 
 __all__ = ["glue_report"]
 
 
-def glue_report(report: Report) -> None:
+def glue_report(report: Report, **extra: Any) -> None:
     """Glue the scorecard and each claim's numbers into the page.
 
     Keys: ``scorecard`` (the table; show it with ``{glue:} scorecard``), ``<claim>`` (the measured
     float; ``{glue:text}`<claim>:.3g```) and ``<claim>_status`` (markdown:
-    ``{glue:md}`<claim>_status```).
+    ``{glue:md}`<claim>_status```). Keyword arguments glue further values (a chart to show
+    above the cell that made it, say) under their names.
+
+    Outside the book build (Colab, plain Jupyter) myst-nb may be missing; then this does nothing.
     """
     try:
         from myst_nb import glue
@@ -29,3 +34,5 @@ def glue_report(report: Report) -> None:
     for c in report.claims:
         glue(c.name, c.measured, display=False)
         glue(f"{c.name}_status", Markdown(f"**{c.status}**"), display=False)
+    for key, value in extra.items():
+        glue(key, value, display=False)

@@ -70,7 +70,7 @@ def _band_layers(data: pd.DataFrame, x: str, y: str, color: str | None, log_x: b
         x=alt.X(f"{x}:Q", scale=_scale(log_x), title=x),
         y=alt.Y("mean:Q", scale=yscale, title=y_title),
         tooltip=[*([color] if color else []), x, alt.Tooltip("mean:Q", format=".4g"),
-                 alt.Tooltip("lo:Q", format=".4g"), alt.Tooltip("hi:Q", format=".4g"), "n"],
+                 alt.Tooltip("lo:Q", format=".4g"), alt.Tooltip("hi:Q", format=".4g"), "seeds"],
         **enc_color,
     )
     band = base.mark_area(opacity=0.18).encode(

@@ -10,7 +10,9 @@ from numpy.typing import ArrayLike
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["loglog_slope", "summarize_seeds"]
+__all__ = ["SUMMARY_COLUMNS", "loglog_slope", "summarize_seeds"]
+
+SUMMARY_COLUMNS = ("mean", "std", "lo", "hi", "seeds")
 
 
 def loglog_slope(x: ArrayLike, y: ArrayLike) -> tuple[float, float]:
@@ -30,12 +32,16 @@ def loglog_slope(x: ArrayLike, y: ArrayLike) -> tuple[float, float]:
 def summarize_seeds(df: pd.DataFrame, by: list[str], value: str, seed: str = "seed") -> pd.DataFrame:
     """Mean, standard deviation, min and max of ``value`` over ``seed`` for each group in ``by``.
 
-    The result has columns ``by + ["mean", "std", "lo", "hi", "n"]``; ``std`` is 0 for one seed.
+    The result has columns ``by + ["mean", "std", "lo", "hi", "seeds"]``; ``std`` is 0 for one
+    seed. Grouping columns may not use those names.
     """
+    clash = [c for c in by if c in SUMMARY_COLUMNS]
+    if clash:
+        raise ValueError(f"by must not use the summary column names {SUMMARY_COLUMNS}; got {clash}")
     missing = [c for c in [*by, value, seed] if c not in df.columns]
     if missing:
         raise ValueError(f"df is missing columns {missing}; it has {list(df.columns)}")
     g = df.groupby(by, sort=True)[value]
-    out = g.agg(mean="mean", std="std", lo="min", hi="max", n="count").reset_index()
+    out = g.agg(mean="mean", std="std", lo="min", hi="max", seeds="count").reset_index()
     out["std"] = out["std"].fillna(0.0)
     return out

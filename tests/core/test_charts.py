@@ -27,8 +27,8 @@ def test_curves_aggregates_seeds_into_a_band(runs):
     chart = charts.curves(runs[runs.lr == 1e-2], x="step", y="loss", color="method")
     d = chart.to_dict()  # validates against the Vega-Lite schema
     values = next(iter(d["datasets"].values()))
-    assert len(values) == 2 * 20 and {"mean", "lo", "hi", "n"} <= set(values[0])
-    assert all(v["lo"] <= v["mean"] <= v["hi"] and v["n"] == 3 for v in values)
+    assert len(values) == 2 * 20 and {"mean", "lo", "hi", "seeds"} <= set(values[0])
+    assert all(v["lo"] <= v["mean"] <= v["hi"] and v["seeds"] == 3 for v in values)
     _render(chart)
 
 
@@ -68,3 +68,11 @@ def test_charts_refuse_too_many_rows_and_thin_keeps_the_ends():
 def test_missing_columns_are_named(runs):
     with pytest.raises(ValueError, match="missing columns \\['acc'\\]"):
         charts.curves(runs, x="step", y="acc")
+
+
+def test_summary_names_cannot_be_grouping_columns():
+    from iclr_lab.core.stats import summarize_seeds
+
+    df = pd.DataFrame({"mean": [1, 2], "y": [0.0, 1.0], "seed": [0, 1]})
+    with pytest.raises(ValueError, match="summary column names"):
+        summarize_seeds(df, ["mean"], "y")

@@ -1,0 +1,363 @@
+"""Tests for iclr_lab.online.discounted_oco: OGD (Theorem 1), DNP (Theorem 2), SOGD (Theorem 3)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize, minimize_scalar
+
+from iclr_lab.online.discounted_oco import (
+    DNP,
+    OGD,
+    SOGD,
+    AbsoluteLoss,
+    LinearLoss,
+    SquaredLoss,
+    discounted_regret,
+    discounted_sum,
+    dnp_confidence,
+    dnp_trace,
+    reproduce,
+    run,
+    sinusoid_stream,
+    sogd_bound,
+)
+
+# ------------------------------------------------------------------ discounted regret, Eq. (1)
+
+
+def _weights(t: int, lam: float) -> np.ndarray:
+    return lam ** (t - np.arange(1, t + 1))
+
+
+def test_discounted_sum_matches_explicit_powers() -> None:
+    v = np.random.default_rng(0).standard_normal(50)
+    s = discounted_sum(v, 0.9)
+    assert np.allclose(s, [np.dot(_weights(t, 0.9), v[:t]) for t in range(1, 51)])
+
+
+def test_discounted_sum_does_not_underflow() -> None:
+    s = discounted_sum(np.ones(5000), 0.5)
+    assert np.all(np.isfinite(s)) and s[-1] == pytest.approx(2.0)
+
+
+def test_regret_linear_matches_brute_force() -> None:
+    rng = np.random.default_rng(1)
+    T, lam, R = 25, 0.85, 1.5  # noqa: N806
+    g = rng.standard_normal((T, 2))
+    w = rng.uniform(-1, 1, (T, 2))
+    ell = np.einsum("ij,ij->i", g, w)
+    reg = discounted_regret(ell, lam, "linear", g, radius=R)
+    for t in (1, 7, 25):
+        wt = _weights(t, lam)
+        cons = {"type": "ineq", "fun": lambda u: R**2 - u @ u}
+        best = minimize(lambda u, wt=wt, t=t: wt @ (g[:t] @ u), np.zeros(2), constraints=[cons],
+                        method="SLSQP").fun
+        assert reg[t - 1] == pytest.approx(wt @ ell[:t] - best, abs=1e-5)
+
+
+def test_regret_absolute_matches_brute_force() -> None:
+    rng = np.random.default_rng(2)
+    T, lam = 30, 0.9  # noqa: N806
+    y = rng.uniform(-1.3, 1.3, T)
+    w = rng.uniform(-1, 1, T)
+    ell = np.abs(w - y)
+    times = [1, 2, 10, 30]
+    reg = discounted_regret(ell, lam, "absolute", y, times=times)
+    grid = np.linspace(-1, 1, 40001)
+    for k, t in enumerate(times):
+        wt = _weights(t, lam)
+        brute = (np.abs(grid[:, None] - y[None, :t]) @ wt).min()
+        assert reg[k] == pytest.approx(wt @ ell[:t] - brute, abs=1e-4)
+        # and the exact value is never below a continuous minimiser's
+        res = minimize_scalar(lambda u, wt=wt, t=t: wt @ np.abs(u - y[:t]), bounds=(-1, 1),
+                              method="bounded", options={"xatol": 1e-10})
+        assert reg[k] >= wt @ ell[:t] - res.fun - 1e-6
+
+
+def test_regret_squared_matches_brute_force() -> None:
+    rng = np.random.default_rng(3)
+    T, lam, R = 20, 0.8, 0.5  # noqa: N806
+    x = rng.standard_normal((T, 2))
+    y = 2.0 * x @ np.array([1.0, -1.0]) + 0.1 * rng.standard_normal(T)  # unconstrained opt outside
+    w = rng.uniform(-0.3, 0.3, (T, 2))
+    ell = 0.5 * (np.einsum("ij,ij->i", x, w) - y) ** 2
+    reg = discounted_regret(ell, lam, "squared", (x, y), radius=R)
+    for t in (1, 3, 20):
+        wt = _weights(t, lam)
+        cons = {"type": "ineq", "fun": lambda u: R**2 - u @ u}
+        best = min(minimize(lambda u, wt=wt, t=t: wt @ (0.5 * (x[:t] @ u - y[:t]) ** 2), u0,
+                            constraints=[cons], method="SLSQP", options={"ftol": 1e-12}).fun
+                   for u0 in (np.zeros(2), np.array([0.3, -0.3]), np.array([-0.3, 0.1])))
+        assert reg[t - 1] == pytest.approx(wt @ ell[:t] - best, abs=1e-6)
+
+
+def test_regret_validates() -> None:
+    with pytest.raises(ValueError, match="family"):
+        discounted_regret([1.0], 0.9, "hinge", [1.0])
+    with pytest.raises(ValueError, match="lam"):
+        discounted_regret([1.0], 1.5, "linear", [1.0])
+    with pytest.raises(ValueError, match="times"):
+        discounted_regret([1.0, 2.0], 0.9, "linear", [1.0, 1.0], times=[3])
+
+
+# ------------------------------------------------------------------ OGD, Theorem 1
+
+
+def test_ogd_tuned_step_and_bound() -> None:
+    assert OGD.tuned_lr(0.99, 2.0, 1.0) == pytest.approx(2 * math.sqrt(0.02))
+    assert OGD.tuned_lr(1.0, 2.0, 1.0, T=100) == pytest.approx(0.2)  # near-static regime
+    assert OGD.bound(0.99, 2.0, 1.0) == pytest.approx(math.sqrt(2) * 2 * 10)
+    learner = OGD.tuned(0.96, D=4.0, G=2.0, dim=3)
+    assert learner.radius == 2.0 and learner.predict().shape == (3,)
+
+
+@pytest.mark.parametrize("kw, name", [({"lam": 0.0}, "lam"), ({"lam": 1.2}, "lam"),
+                                      ({"D": 0.0}, "D"), ({"G": -1.0}, "G")])
+def test_ogd_validates(kw: dict, name: str) -> None:
+    args = {"lam": 0.9, "D": 1.0, "G": 1.0, **kw}
+    with pytest.raises(ValueError, match=name):
+        OGD.tuned(args["lam"], args["D"], args["G"])
+
+
+def test_ogd_validates_constructor() -> None:
+    with pytest.raises(ValueError, match="lr"):
+        OGD(-0.1)
+    with pytest.raises(ValueError, match="radius"):
+        OGD(0.1, radius=0.0)
+    with pytest.raises(ValueError, match="dim"):
+        OGD(0.1, dim=0)
+    with pytest.raises(ValueError, match="lam = 1"):
+        OGD.tuned_lr(1.0, 1.0, 1.0)
+
+
+def test_ogd_projects_onto_ball_and_bank_matches_singles() -> None:
+    rng = np.random.default_rng(0)
+    grads = rng.standard_normal((200, 3)) * 5
+    bank = OGD([0.05, 0.5], radius=1.0, dim=3)
+    singles = [OGD(0.05, dim=3), OGD(0.5, dim=3)]
+    for g in grads:
+        bank.update(g)
+        for s in singles:
+            s.update(g)
+        assert np.all(np.linalg.norm(bank.predict(), axis=1) <= 1.0 + 1e-12)
+    assert np.allclose(bank.predict(), np.stack([s.predict() for s in singles]))
+    # a loss object gives the same step as its gradient
+    a, b = OGD(0.1, dim=3), OGD(0.1, dim=3)
+    a.update(LinearLoss([1.0, 2.0, 3.0]))
+    b.update(np.array([1.0, 2.0, 3.0]))
+    assert np.array_equal(a.predict(), b.predict())
+
+
+@pytest.mark.parametrize("n", [10, 100])
+def test_theorem1_bound_at_every_t(n: int) -> None:
+    rng = np.random.default_rng(n)
+    T = 6000  # noqa: N806
+    blocks = np.repeat(rng.choice([-1.0, 1.0], T // 50), 50)  # switching signs: hard for OGD
+    worst = 0.0
+    lam = 1 - 1 / n
+    for g in (rng.choice([-1.0, 1.0], size=T), blocks):
+        learner = OGD.tuned(lam, D=2.0, G=1.0)
+        f = run(learner, [LinearLoss([gi]) for gi in g])
+        reg = discounted_regret(f, lam, "linear", g)
+        assert reg.max() <= OGD.bound(lam, 2.0, 1.0)
+        worst = max(worst, reg.max())
+    assert worst > 0.1 * OGD.bound(lam, 2.0, 1.0)  # the check is not vacuous
+
+
+# ------------------------------------------------------------------ DNP, Theorem 2
+
+
+def test_confidence_is_overflow_safe_and_matches_formula() -> None:
+    n, Z = 100.0, 1e-3  # noqa: N806
+    x = np.array([-5.0, 0.0, 3.0, 20.0, 1e6, 1e300])
+    with np.errstate(all="raise"):
+        g, sat = dnp_confidence(x, n, Z)
+    assert g[0] == 0 and g[1] == 0 and np.all(g[4:] == 1) and sat[4] and not sat[2]
+    direct = Z * math.erf(20 / math.sqrt(8 * n)) * math.exp(400 / (16 * n))
+    assert g[3] == pytest.approx(min(direct, 1.0))
+    g2, _ = dnp_confidence(np.array([20.0]), n, Z, c_n="sqrt(n/8)")
+    assert g2[0] == pytest.approx(min(math.sqrt(n / 8) * direct, 1.0))
+    gs, _ = dnp_confidence(np.linspace(0, 200, 300), n, Z)
+    assert np.all(np.diff(gs) >= 0)
+
+
+def test_dnp_validates() -> None:
+    with pytest.raises(ValueError, match="n"):
+        DNP(0.5, 0.1)
+    with pytest.raises(ValueError, match="Z"):
+        DNP(10, 0.0)
+    with pytest.raises(ValueError, match="c_n"):
+        DNP(10, 0.1, c_n="n")
+    with pytest.raises(ValueError, match="b must be"):
+        DNP(10, 0.1).update(1.5)
+
+
+def test_conservative_update_freezes_when_saturated_and_right() -> None:
+    d = DNP(100.0, 0.01)
+    d.x = np.array([500.0])  # deep in saturation
+    d.update(0.7)
+    assert d.x[0] == 500.0 and d.predict() == 1.0
+    d.update(-0.5)  # wrong: now it moves
+    assert d.x[0] == pytest.approx(0.99 * 500 - 0.5)
+    plain = DNP(100.0, 0.01, conservative=False)
+    plain.x = np.array([500.0])
+    plain.update(0.7)
+    assert plain.x[0] == pytest.approx(0.99 * 500 + 0.7)
+
+
+def test_lower_freeze_option() -> None:
+    bits = -np.abs(np.random.default_rng(0).uniform(size=50))
+    x, om = dnp_trace(20.0, 0.01, bits, lower_freeze=True)
+    assert np.all(x == 0) and np.all(om == 0)
+    x, om = dnp_trace(20.0, 0.01, bits)
+    assert x[-1] < 0 and np.all(om == 0)
+
+
+def test_theorem2_bounds_on_bit_streams() -> None:
+    rng = np.random.default_rng(5)
+    T, Z = 4000, 1 / 4000  # noqa: N806
+    sign = np.where((np.arange(T) // 600) % 2 == 0, 1.0, -1.0)
+    streams = [rng.choice([-1.0, 1.0], T), np.where(rng.uniform(size=T) < 0.65, 1.0, -1.0),
+               np.clip(0.5 * sign + 0.5 * rng.uniform(-1, 1, T), -1, 1)]
+    ns = np.array([30.0, 200.0, 3000.0])
+    bits = np.repeat(np.stack(streams, axis=1), ns.size, axis=1)  # (T, 9): stream-major
+    n_vec = np.tile(ns, len(streams))
+    for lf in (False, True):
+        _, om = dnp_trace(n_vec, Z, bits, lower_freeze=lf)
+        for j, n in enumerate(n_vec):
+            pay = om[:, j] * bits[:, j]
+            for eta in (1 - 1 / n, 1 - 0.5 / n, 1 - 0.1 / n):
+                assert discounted_sum(pay, eta).min() >= -Z / (2 * (1 - eta)) - 1e-9
+            rho = 1 - 1 / n
+            short = (discounted_sum(bits[:, j], rho) - discounted_sum(pay, rho)).max()
+            assert short <= 4 * math.sqrt(n * math.log(1 / Z)) + 1
+        # the biased stream (columns 3..5) makes the n=3000 predictor bet fully: not vacuous
+        assert om[:, 5].max() == 1.0
+
+
+def test_weight_switches_after_predicted_delay() -> None:
+    """Faithfulness check (i): A2 persistently better => omega -> 1 after ~4 sqrt(n ln(1/Z))/m."""
+    n, Z = 10_000.0, 1e-4  # noqa: N806
+    rng = np.random.default_rng(0)
+    y = -0.5 + 0.05 * rng.standard_normal(6000)  # A1 sits at +0.5, A2 at -0.5
+    bits = (np.abs(0.5 - y) - np.abs(-0.5 - y)) / 2.0  # G = 1, D = 2
+    m = bits.mean()
+    assert abs(m - 0.48) < 0.01
+    _, om = dnp_trace(n, Z, bits)
+    t_switch = int(np.argmax(om >= 1.0))
+    predicted = 4 * math.sqrt(n * math.log(1 / Z)) / m
+    assert om[-1] == 1.0 and 0.8 * predicted <= t_switch <= 1.3 * predicted
+    assert np.all(om[: int(0.5 * predicted)] < 1e-2)
+
+
+# ------------------------------------------------------------------ SOGD, Algorithm 4 / Theorem 3
+
+
+def test_sogd_grid_and_chain_order() -> None:
+    s = SOGD(1000, D=2.0, G=1.0, tau=2.0)
+    lams = s.lams
+    assert lams[0] == pytest.approx(1 - 1 / 1000) and np.all(np.diff(lams) < 0)
+    assert lams.size == math.ceil(math.log2(500)) + 1 and lams[-1] <= 1 - 1 / 2
+    assert np.allclose(s.dnp.rho, lams)  # each combiner's rho is the new expert's lambda
+    assert np.allclose(s.bank.lr[1:], OGD.tuned_lr(lams, 2.0, 1.0))
+    assert s.bank.lr[0] == pytest.approx(2 / math.sqrt(1000))
+    assert s.dnp.Z == pytest.approx(1e-3)
+
+
+def test_chain_matrix_equals_sequential_combiners() -> None:
+    s = SOGD(64, D=2.0, G=1.0, dim=2)
+    rng = np.random.default_rng(0)
+    om = rng.uniform(size=s.n_experts)
+    om[2], om[4] = 1.0, 0.0
+    x = rng.standard_normal((s.n_experts + 1, 2))
+    b = [x[0]]
+    for i in range(s.n_experts):
+        b.append((1 - om[i]) * b[-1] + om[i] * x[i + 1])
+    assert np.allclose(s.chain(om) @ x, np.stack(b))
+
+
+def test_sogd_validates() -> None:
+    with pytest.raises(ValueError, match="tau"):
+        SOGD(100, D=1.0, G=1.0, tau=1.0)
+    with pytest.raises(ValueError, match="T"):
+        SOGD(1, D=1.0, G=1.0)
+    with pytest.raises(ValueError, match="Z"):
+        SOGD(100, D=1.0, G=1.0, Z=0.0)
+    with pytest.raises(ValueError, match="D"):
+        SOGD(100, D=0.0, G=1.0)
+
+
+def test_sogd_equals_base_when_all_bits_nonpositive() -> None:
+    """Faithfulness check (ii): B_0 is never beaten => omega stays 0 and SOGD outputs B_0 exactly."""
+    T = 400  # noqa: N806
+    s = SOGD(T, D=2.0, G=1.0, base_lr=10.0)  # B_0 jumps to the target and stays there
+    for _ in range(T):
+        w = s.predict()
+        assert np.all(s.omega == 0.0)
+        assert np.array_equal(w, s.bank.w[0])
+        s.update(AbsoluteLoss(1.0))
+    assert np.all(s.dnp.x <= 0)
+
+
+def test_sogd_switches_to_better_expert() -> None:
+    """With the slow base far from a jumped target, the long-memory combiners move weight."""
+    T = 4000  # noqa: N806
+    s = SOGD(T, D=2.0, G=1.0, Z=100 / T, base_lr=1e-4)
+    for _ in range(T):
+        s.predict()
+        s.update(AbsoluteLoss(0.9))
+    assert s.omega.max() > 0.99
+    assert abs(s.predict()[0] - 0.9) < 0.05
+
+
+def test_theorem3_bound_never_violated() -> None:
+    T = 3000  # noqa: N806
+    y = sinusoid_stream(T, 100, np.random.default_rng(0))
+    s = SOGD(T, D=2.0, G=1.0)
+    f = run(s, [AbsoluteLoss(v) for v in y])
+    ck = np.unique(np.geomspace(5, T, 12).astype(int))
+    for lam in (0.5, 0.9, 0.99, 0.999, 1 - 1 / T):
+        reg = discounted_regret(f, lam, "absolute", y, times=ck)
+        assert np.all(reg <= sogd_bound(lam, T, 2.0, 1.0))
+
+
+def test_sogd_runs_in_d_dimensions_with_squared_loss() -> None:
+    rng = np.random.default_rng(0)
+    T, d = 500, 3  # noqa: N806
+    wstar = np.array([0.5, -0.2, 0.1])
+    x = rng.standard_normal((T, d)) / math.sqrt(d)
+    y = x @ wstar
+    s = SOGD(T, D=2.0, G=4.0, dim=d)
+    f = run(s, [SquaredLoss(xi, yi) for xi, yi in zip(x, y, strict=True)])
+    assert f.shape == (T,) and np.linalg.norm(s.predict()) <= 1 + 1e-12
+    assert f[-100:].mean() < f[:20].mean()
+
+
+# ------------------------------------------------------------------ reproduce, charts, widget
+
+
+def test_reproduce_smoke_is_deterministic_and_charts_validate() -> None:
+    a = reproduce("smoke", seed=3)
+    b = reproduce("smoke", seed=3)
+    assert a.tables.keys() == b.tables.keys()
+    for k in a.tables:
+        assert a.tables[k].equals(b.tables[k]), k
+    names = {c.name for c in a.claims}
+    assert {"thm1_slope", "sogd_vs_tuned", "sogd_vs_slow", "thm3_bound_ratio"} <= names
+    for chart in a.charts().values():
+        chart.to_dict()
+    with pytest.raises(ValueError, match="scale"):
+        reproduce("huge")
+
+
+def test_explorer_recomputes() -> None:
+    from iclr_lab.online.discounted_oco import explorer
+
+    w = explorer()
+    before = w.result.to_dict()
+    w.children[2].value = -0.6  # bit mean
+    after = w.result.to_dict()
+    assert before != after
