@@ -338,3 +338,16 @@ def test_calibration_sets_initial_gate():
     beta3, mean_p = vr.calibrate_beta3(digits(seed=0), seed=0, kappa=10.0)
     assert mean_p > 0
     assert beta3 * mean_p == pytest.approx(10.0)
+
+
+def test_rate_run_schedule_and_gate():
+    from iclr_lab.core.datasets import digits
+
+    data = digits(seed=0)
+    plain = vr.rate_run("VRAdam", 0, steps=40, beta3=0.0, every=20, data=data)
+    adamw = vr.rate_run("AdamW", 0, steps=40, every=20, data=data)
+    gated = vr.rate_run("VRAdam", 0, steps=40, beta3=1e4, every=20, data=data)
+    assert np.array_equal(plain["grad_sq"], adamw["grad_sq"])  # beta3 = 0 is AdamW, schedule too
+    assert not np.array_equal(gated["grad_sq"], adamw["grad_sq"])
+    assert plain["step"].tolist() == [0, 20]
+    assert plain["grad_sq"][1] < plain["grad_sq"][0]
