@@ -30,7 +30,7 @@ def glue_report(report: Report, **extra: Any) -> None:
         return
     from IPython.display import Markdown
 
-    glue("scorecard", report.scorecard(), display=False)
+    glue("scorecard", report, display=False)  # shown through Report._repr_html_
     for c in report.claims:
         glue(c.name, c.measured, display=False)
         glue(f"{c.name}_status", Markdown(f"**{c.status}**"), display=False)

@@ -8,6 +8,7 @@ at small scale is still reported, with ``expected=False``; the chapter explains 
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import time
@@ -184,6 +185,12 @@ class Report:
         ]
         return pd.DataFrame(rows, columns=["claim", "statement", "measured", "bound", "paper", "status"])
 
+    def tally(self) -> str:
+        """Counts of claims by status, e.g. ``"5 pass, 1 holds anyway, 2 not reproduced"``."""
+        order = ["pass", "FAIL", "holds anyway", "not reproduced"]
+        counts = {s: sum(c.status == s for c in self.claims) for s in order}
+        return ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON object that ``iclr-lab reproduce --json`` prints."""
         return {
@@ -217,9 +224,39 @@ class Report:
         return written
 
     def _repr_html_(self) -> str:
-        head = f"<p><b>{self.slug}</b> · scale <code>{self.scale}</code> · seed {self.seed}"
-        head += f" · {self.seconds:.1f} s</p>"
-        return head + self.scorecard().to_html(index=False, float_format=lambda x: f"{x:.4g}")
+        """The scorecard as a compact HTML table with coloured status badges (notebooks, the book)."""
+        cells = []
+        for c in self.claims:
+            bg, fg = _BADGES[c.status]
+            badge = (f'<span style="background:{bg};color:{fg};padding:1px 7px;border-radius:9px;'
+                     f'font-size:0.85em;white-space:nowrap">{html.escape(c.status)}</span>')
+            cells.append(
+                "<tr>"
+                f"<td style='vertical-align:top'>{badge}</td>"
+                f"<td style='vertical-align:top'><code>{html.escape(c.name)}</code><br>"
+                f"<span style='font-size:0.9em'>{html.escape(c.statement)}</span></td>"
+                f"<td style='vertical-align:top;text-align:right;white-space:nowrap'>"
+                f"<b>{c.measured:.3g}</b></td>"
+                f"<td style='vertical-align:top;white-space:nowrap'>{html.escape(c.bound)}</td>"
+                f"<td style='vertical-align:top;font-size:0.85em'>{html.escape(c.paper)}</td>"
+                "</tr>"
+            )
+        head = "".join(f"<th style='text-align:left'>{h}</th>"
+                       for h in ("status", "claim", "measured", "needed", "paper"))
+        caption = (f"<caption style='caption-side:top;text-align:left'><b>{html.escape(self.slug)}"
+                   f"</b> &middot; scale <code>{html.escape(self.scale)}</code> &middot; seed "
+                   f"{self.seed} &middot; {html.escape(self.tally())}</caption>")
+        return (f"<table class='iclr-lab-scorecard' style='font-size:0.92em;width:100%'>{caption}"
+                f"<thead><tr>{head}</tr></thead><tbody>{''.join(cells)}</tbody></table>")
+
+
+#: status -> (background, text) colours of the badges; readable in light and dark themes.
+_BADGES = {
+    "pass": ("#1a7f37", "#ffffff"),
+    "FAIL": ("#cf222e", "#ffffff"),
+    "not reproduced": ("#6e7781", "#ffffff"),
+    "holds anyway": ("#0969da", "#ffffff"),
+}
 
 
 @contextmanager

@@ -67,7 +67,9 @@ def test_json_round_trip_and_scorecard():
     card = r.scorecard()
     assert list(card["status"]) == ["pass", "pass"]
     assert list(card["bound"]) == ["<= 1", "in [0.35, 0.65]"]
-    assert "<table" in r._repr_html_()
+    assert "<table" in r._repr_html_() and "2 pass" in r._repr_html_()
+    mixed = _report(_claim(0.5, name="a"), _claim(9.0, name="b"), _claim(9.0, expected=False, name="c"))
+    assert mixed.tally() == "1 pass, 1 FAIL, 1 not reproduced"
     assert r.claim("b").measured == 0.4
     with pytest.raises(KeyError, match="no claim"):
         r.claim("zzz")
