@@ -230,17 +230,16 @@ class Report:
             bg, fg = _BADGES[c.status]
             badge = (f'<span style="background:{bg};color:{fg};padding:1px 7px;border-radius:9px;'
                      f'font-size:0.85em;white-space:nowrap">{html.escape(c.status)}</span>')
-            cells.append(
-                "<tr>"
-                f"<td style='vertical-align:top'>{badge}</td>"
-                f"<td style='vertical-align:top'><code>{html.escape(c.name)}</code><br>"
-                f"<span style='font-size:0.9em'>{html.escape(c.statement)}</span></td>"
-                f"<td style='vertical-align:top;text-align:right;white-space:nowrap'>"
-                f"<b>{c.measured:.3g}</b></td>"
-                f"<td style='vertical-align:top;white-space:nowrap'>{html.escape(c.bound)}</td>"
-                f"<td style='vertical-align:top;font-size:0.85em'>{html.escape(c.paper)}</td>"
-                "</tr>"
-            )
+            cells.append("<tr>" + "".join(
+                f"<td style='padding:3px 6px;vertical-align:top;{style}'>{content}</td>"
+                for style, content in (
+                    ("", badge),
+                    ("", f"<code>{html.escape(c.name)}</code><br>"
+                         f"<span style='font-size:0.9em'>{html.escape(c.statement)}</span>"),
+                    ("text-align:right;white-space:nowrap", f"<b>{c.measured:.3g}</b>"),
+                    ("white-space:nowrap", html.escape(c.bound)),
+                    ("font-size:0.85em", html.escape(c.paper)),
+                )) + "</tr>")
         head = "".join(f"<th style='text-align:left'>{h}</th>"
                        for h in ("status", "claim", "measured", "needed", "paper"))
         caption = (f"<caption style='caption-side:top;text-align:left'><b>{html.escape(self.slug)}"
