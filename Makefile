@@ -4,6 +4,7 @@ PYTHON  ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-stamp
+LAB_ARGS ?=
 export PYTHONHASHSEED := 0
 
 .PHONY: book test lint unit lab venv clean
@@ -38,7 +39,7 @@ test: $(STAMP)
 lab: $(STAMP)
 	$(BIN)/python -m pip install --quiet "jupyterlab>=4,<5"
 	$(BIN)/python tools/jupytext_default_viewer.py
-	$(BIN)/jupyter lab book/
+	$(BIN)/jupyter lab $(LAB_ARGS) $(if $(filter 0,$(shell id -u)),--allow-root) book/
 
 clean:
 	rm -rf _build .pytest_cache iclr_lab_scoreboard
