@@ -37,14 +37,14 @@ def _fake(passed: bool, expected: bool = True):
                          [(True, True, 0), (False, True, 1), (False, False, 0)])
 def test_exit_status_follows_expected_claims(monkeypatch, capsys, passed, expected, code):
     monkeypatch.setattr("iclr_lab.core.registry.load", lambda slug: _fake(passed, expected))
-    assert cli.main(["reproduce", "discounted_oco", "--scale", "smoke", "--json"]) == code
+    assert cli.main(["reproduce", "discounted_oco", "--json"]) == code
     d = json.loads(capsys.readouterr().out)
     assert d["slug"] == "discounted_oco" and d["claims"][0]["passed"] is passed
 
 
 def test_all_writes_a_scoreboard(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr("iclr_lab.core.registry.load", lambda slug: _fake(True))
-    assert cli.main(["reproduce", "--all", "--scale", "smoke", "--out", str(tmp_path)]) == 0
+    assert cli.main(["reproduce", "--all", "--out", str(tmp_path)]) == 0
     board = pd.read_csv(tmp_path / "scoreboard.csv")
     assert set(board.status) == {"pass"}
     assert list(board.slug) == [c.slug for c in chapters(available_only=True)]

@@ -40,8 +40,8 @@ def test_bad_ops_and_thresholds_are_rejected():
         _claim(1.0, threshold=(0.0, 1.0), op="<=")
 
 
-def _report(*claims):
-    return Report("demo", "smoke", 0, {"t": pd.DataFrame({"x": [1, 2]})}, list(claims), 1.25)
+def _report(*claims, scale="book"):
+    return Report("demo", scale, 0, {"t": pd.DataFrame({"x": [1, 2]})}, list(claims), 1.25)
 
 
 def test_check_raises_only_for_expected_failures():
@@ -83,3 +83,8 @@ def test_save_writes_tables_charts_and_claims(tmp_path):
     written = {p.name for p in r.save(tmp_path)}
     assert written == {"t.csv", "line.html", "line.png", "claims.json"}
     assert (tmp_path / "line.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_smoke_runs_judge_no_claim():
+    r = _report(_claim(9.0, name="a"), scale="smoke")
+    assert r.ok and r.claim("a").expected is False and r.claim("a").status == "not reproduced"
