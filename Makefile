@@ -23,11 +23,12 @@ book: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -n 2
 
-## test: everything CI checks: ruff, the test suite, then the executed book build with -W
+## test: everything CI checks: ruff and mypy, the test suite, then the executed book build with -W
 test: $(STAMP)
 	@start=$$(date +%s); \
 	$(MAKE) --no-print-directory lint && \

@@ -85,8 +85,8 @@ def curves(df: pd.DataFrame, *, x: str, y: str, color: str | None = None, seed: 
     _check(df, [x, y, color])
     by = [c for c in (color, x) if c]
     data = summarize_seeds(df.assign(**{seed: df[seed] if seed in df else 0}), by, y, seed)
-    return alt.layer(*_band_layers(data, x, y, color, log_x, log_y, y)).properties(
-        width=WIDTH, height=HEIGHT, title=title)
+    return alt.LayerChart(layer=_band_layers(data, x, y, color, log_x, log_y, y), width=WIDTH,
+                          height=HEIGHT, title=title)
 
 
 def loglog(df: pd.DataFrame, *, x: str, y: str, color: str | None = None,
@@ -119,7 +119,7 @@ def loglog(df: pd.DataFrame, *, x: str, y: str, color: str | None = None,
         layers.append(alt.Chart(bd).mark_line(strokeDash=[6, 4], color="black").encode(
             x=xs_, y=alt.Y(f"{bound}:Q", scale=alt.Scale(type="log")),
             tooltip=[x, alt.Tooltip(f"{bound}:Q", format=".4g")]))
-    return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=title)
+    return alt.LayerChart(layer=layers, width=WIDTH, height=HEIGHT, title=title)
 
 
 def sweep(df: pd.DataFrame, *, x: str, y: str, param: str, color: str | None = None,
@@ -155,8 +155,8 @@ def sweep(df: pd.DataFrame, *, x: str, y: str, param: str, color: str | None = N
     layers.append(alt.Chart(labels).transform_filter(alt.datum.grid_point == slider).mark_text(
         align="left", baseline="top", fontSize=13, fontWeight="bold").encode(
         x=alt.value(6), y=alt.value(6), text="label:N"))
-    return alt.layer(*layers).add_params(slider).properties(
-        width=WIDTH, height=HEIGHT, title=title)
+    chart = alt.LayerChart(layer=layers, width=WIDTH, height=HEIGHT, title=title)
+    return chart.add_params(slider)
 
 
 def save_chart(chart: alt.TopLevelMixin, stem: str | Path, *, png: bool = True) -> list[Path]:

@@ -19,7 +19,7 @@ T = TypeVar("T")
 
 def _in_kernel() -> bool:
     shell = sys.modules.get("IPython")
-    ip = shell.get_ipython() if shell is not None else None  # type: ignore[attr-defined]
+    ip = shell.get_ipython() if shell is not None else None
     return ip is not None and type(ip).__name__ == "ZMQInteractiveShell"
 
 

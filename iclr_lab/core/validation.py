@@ -57,9 +57,10 @@ def check_int(name: str, value: Any, low: int | None = None, high: int | None = 
         raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
     lo = -math.inf if low is None else low
     hi = math.inf if high is None else high
-    if not lo <= value <= hi:
+    n = int(value)
+    if not lo <= n <= hi:
         raise ValueError(f"{name} must be an integer in [{_fmt(lo)}, {_fmt(hi)}], got {value!r}")
-    return int(value)
+    return n
 
 
 def check_choice(name: str, value: Any, choices: Collection[Any]) -> Any:
