@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -67,9 +68,9 @@ __all__ = [
 class RoundLoss(Protocol):
     """One round's convex loss, evaluated on a stack of points ``W`` of shape ``(m, dim)``."""
 
-    def value(self, W: np.ndarray) -> np.ndarray: ...  # noqa: N803 - W is a matrix
+    def value(self, W: np.ndarray) -> np.ndarray: ...
 
-    def grad(self, W: np.ndarray) -> np.ndarray: ...  # noqa: N803
+    def grad(self, W: np.ndarray) -> np.ndarray: ...
 
 
 class LinearLoss:
@@ -80,10 +81,10 @@ class LinearLoss:
     def __init__(self, g: ArrayLike) -> None:
         self.g = np.atleast_1d(np.asarray(g, dtype=float))
 
-    def value(self, W: np.ndarray) -> np.ndarray:  # noqa: N803
+    def value(self, W: np.ndarray) -> np.ndarray:
         return W @ self.g
 
-    def grad(self, W: np.ndarray) -> np.ndarray:  # noqa: N803
+    def grad(self, W: np.ndarray) -> np.ndarray:
         return np.broadcast_to(self.g, W.shape)
 
 
@@ -96,13 +97,13 @@ class AbsoluteLoss:
         self.y = float(y)
         self.x = None if x is None else np.asarray(x, dtype=float)
 
-    def _pred(self, W: np.ndarray) -> np.ndarray:  # noqa: N803
+    def _pred(self, W: np.ndarray) -> np.ndarray:
         return W[..., 0] if self.x is None else W @ self.x
 
-    def value(self, W: np.ndarray) -> np.ndarray:  # noqa: N803
+    def value(self, W: np.ndarray) -> np.ndarray:
         return np.abs(self._pred(W) - self.y)
 
-    def grad(self, W: np.ndarray) -> np.ndarray:  # noqa: N803
+    def grad(self, W: np.ndarray) -> np.ndarray:
         s = np.sign(self._pred(W) - self.y)[..., None]
         return s if self.x is None else s * self.x
 
@@ -116,10 +117,10 @@ class SquaredLoss:
         self.x = np.atleast_1d(np.asarray(x, dtype=float))
         self.y = float(y)
 
-    def value(self, W: np.ndarray) -> np.ndarray:  # noqa: N803
+    def value(self, W: np.ndarray) -> np.ndarray:
         return 0.5 * (W @ self.x - self.y) ** 2
 
-    def grad(self, W: np.ndarray) -> np.ndarray:  # noqa: N803
+    def grad(self, W: np.ndarray) -> np.ndarray:
         return (W @ self.x - self.y)[..., None] * self.x
 
 
@@ -135,7 +136,7 @@ def _check_lam(lam: ArrayLike, name: str = "lam") -> np.ndarray:
     return arr
 
 
-def _project_ball(W: np.ndarray, radius: float) -> np.ndarray:  # noqa: N803
+def _project_ball(W: np.ndarray, radius: float) -> np.ndarray:
     """Euclidean projection of each row of ``W`` onto the ball of radius ``radius`` (in place)."""
     if W.shape[-1] == 1:
         np.clip(W, -radius, radius, out=W)
@@ -176,7 +177,7 @@ class OGD:
         self.w = np.zeros((self.lr.size, self.dim))
 
     @staticmethod
-    def tuned_lr(lam: float | ArrayLike, D: float, G: float,  # noqa: N803
+    def tuned_lr(lam: float | ArrayLike, D: float, G: float,
                  T: int | None = None) -> np.ndarray | float:
         """The Theorem 1 step ``D sqrt(2 (1 - lam)) / G``, Eq. (4).
 
@@ -195,13 +196,13 @@ class OGD:
         return float(lr) if lr.ndim == 0 else lr
 
     @classmethod
-    def tuned(cls, lam: float | ArrayLike, D: float, G: float, *,  # noqa: N803
+    def tuned(cls, lam: float | ArrayLike, D: float, G: float, *,
               T: int | None = None, dim: int = 1) -> OGD:
         """OGD on the ball of diameter ``D`` with the Theorem 1 step for ``lam`` (Eq. (4))."""
         return cls(cls.tuned_lr(lam, D, G, T), radius=D / 2.0, dim=dim)
 
     @staticmethod
-    def bound(lam: float | ArrayLike, D: float, G: float) -> np.ndarray | float:  # noqa: N803
+    def bound(lam: float | ArrayLike, D: float, G: float) -> np.ndarray | float:
         """Theorem 1's bound ``sqrt(2) D G / sqrt(1 - lam) = sqrt(2) D G sqrt(n)``, Eq. (4)."""
         lam_a = _check_lam(lam)
         if np.any(lam_a == 1.0):
@@ -220,7 +221,7 @@ class OGD:
         gradient itself (shape ``(dim,)``, or ``(m, dim)`` for a bank).
         """
         if hasattr(loss, "grad"):
-            g = loss.grad(self.w)  # type: ignore[union-attr]
+            g = loss.grad(self.w)
         else:
             g = np.asarray(loss, dtype=float)
             if g.shape not in {(self.dim,), self.w.shape} and not (self.dim == 1 and g.ndim == 0):
@@ -242,7 +243,7 @@ def _cn(c_n: float | str, n: np.ndarray) -> np.ndarray:
     return np.full_like(n, check_range("c_n", c_n, 0.0, low_open=True))
 
 
-def dnp_confidence(x: ArrayLike, n: float | ArrayLike, Z: float,  # noqa: N803
+def dnp_confidence(x: ArrayLike, n: float | ArrayLike, Z: float,
                    c_n: float | str = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """The DNP confidence ``g(x) = clip(c_n Z erf(x / sqrt(8n)) exp(x^2 / (16 n)), 0, 1)``, Eq. (5).
 
@@ -285,7 +286,7 @@ class DNP:
         lower_freeze: also freeze at ``x <= 0`` on non-positive bits (default off).
     """
 
-    def __init__(self, n: float | ArrayLike, Z: float, *, c_n: float | str = 1.0,  # noqa: N803
+    def __init__(self, n: float | ArrayLike, Z: float, *, c_n: float | str = 1.0,
                  conservative: bool = True, lower_freeze: bool = False) -> None:
         ns = np.asarray(n, dtype=float)
         if ns.ndim > 1 or ns.size == 0:
@@ -321,17 +322,17 @@ class DNP:
 
     def update(self, b: float | ArrayLike) -> None:
         """Reveal the bit(s) ``b in [-1, 1]`` and apply the conservative update, Eq. (6)."""
-        b = np.asarray(b, dtype=float)
-        if not np.all(np.abs(b) <= 1.0 + 1e-9):  # also catches NaN
-            raise ValueError(f"b must be in [-1, 1], got {b}")
-        b = np.clip(b, -1.0, 1.0)
+        bits = np.asarray(b, dtype=float)
+        if not np.all(np.abs(bits) <= 1.0 + 1e-9):  # also catches NaN
+            raise ValueError(f"b must be in [-1, 1], got {bits}")
+        bits = np.clip(bits, -1.0, 1.0)
         _, sat = self._state()
         freeze = np.zeros(self.x.shape, dtype=bool)
         if self.conservative:
-            freeze |= sat & (b >= 0)
+            freeze |= sat & (bits >= 0)
         if self.lower_freeze:
-            freeze |= (self.x <= 0) & (b <= 0)
-        self.x = np.where(freeze, self.x, self.rho * self.x + b)
+            freeze |= (self.x <= 0) & (bits <= 0)
+        self.x = np.where(freeze, self.x, self.rho * self.x + bits)
         self._cache = None
 
 
@@ -368,7 +369,7 @@ class SOGD:
         c_n, conservative, lower_freeze: passed to every :class:`DNP`.
     """
 
-    def __init__(self, T: int, *, D: float, G: float, tau: float = 2.0,  # noqa: N803
+    def __init__(self, T: int, *, D: float, G: float, tau: float = 2.0,
                  Z: float | None = None, dim: int = 1, base_lr: float | None = None,
                  c_n: float | str = 1.0, conservative: bool = True,
                  lower_freeze: bool = False) -> None:
@@ -390,7 +391,7 @@ class SOGD:
         self._outputs: np.ndarray | None = None
 
     @staticmethod
-    def grid(T: int, tau: float = 2.0) -> np.ndarray:  # noqa: N803
+    def grid(T: int, tau: float = 2.0) -> np.ndarray:
         """The discounts ``1 - 2^(i-1)/T``, ``i = 1..ceil(log2(T/tau)) + 1``, decreasing, Eq. (10)."""
         check_int("T", T, 2)
         check_range("tau", tau, 2.0, float(T))
@@ -433,7 +434,7 @@ class SOGD:
         return float(f_b[-1])
 
 
-def sogd_bound(lam: float | ArrayLike, T: int, D: float, G: float,  # noqa: N803
+def sogd_bound(lam: float | ArrayLike, T: int, D: float, G: float,
                tau: float = 2.0) -> np.ndarray | float:
     """Theorem 3's bound, Eq. (11):
     ``2GD/sqrt(1-lam) (4 sqrt(ln T) + sqrt 2) + GD (N+1) / ((1-lam) T) + 2GD``."""
@@ -477,7 +478,7 @@ def _weighted_median_value(y: np.ndarray, w: np.ndarray, radius: float) -> float
     return float(np.dot(ws, np.abs(ys - u)))
 
 
-def _ball_ls_value(A: np.ndarray, b: np.ndarray, c: float, radius: float) -> float:  # noqa: N803
+def _ball_ls_value(A: np.ndarray, b: np.ndarray, c: float, radius: float) -> float:
     """``min_{||u|| <= R} u'Au/2 - b'u + c/2`` for PSD ``A`` (eigendecomposition + bisection)."""
     lam, q = np.linalg.eigh(A)
     beta = q.T @ b
@@ -503,7 +504,7 @@ def _ball_ls_value(A: np.ndarray, b: np.ndarray, c: float, radius: float) -> flo
 
 
 def discounted_regret(learner_losses: ArrayLike, lam: float, family: str, data: Any, *,
-                      radius: float = 1.0, times: Sequence[int] | None = None) -> np.ndarray:
+                      radius: float = 1.0, times: ArrayLike | None = None) -> np.ndarray:
     """The lambda-discounted regret of Eq. (1) at the (1-based) horizons ``times`` (default: all).
 
     ``D-Regret(t) = sum_{s<=t} lam^(t-s) f_s(w_s) - min_{||u||<=R} sum_{s<=t} lam^(t-s) f_s(u)``; the
@@ -524,7 +525,7 @@ def discounted_regret(learner_losses: ArrayLike, lam: float, family: str, data: 
     lam = float(_check_lam(lam))
     radius = check_range("radius", radius, 0.0, low_open=True)
     ell = np.asarray(learner_losses, dtype=float)
-    T = ell.size  # noqa: N806
+    T = ell.size
     ts = np.arange(1, T + 1) if times is None else np.asarray(times, dtype=int)
     if ts.size and (ts.min() < 1 or ts.max() > T):
         raise ValueError(f"times must lie in [1, {T}], got [{ts.min()}, {ts.max()}]")
@@ -556,7 +557,7 @@ def discounted_regret(learner_losses: ArrayLike, lam: float, family: str, data: 
 # ----------------------------------------------------------------------------------------------
 
 
-def sinusoid_stream(T: int, period: float, rng: np.random.Generator, *, amp: float = 0.8,  # noqa: N803
+def sinusoid_stream(T: int, period: float, rng: np.random.Generator, *, amp: float = 0.8,
                     noise: float = 0.1) -> np.ndarray:
     """Targets ``y_t = amp sin(2 pi t / period + phase) + noise N(0,1)`` with a random phase."""
     check_int("T", T, 1)
@@ -566,7 +567,7 @@ def sinusoid_stream(T: int, period: float, rng: np.random.Generator, *, amp: flo
     return amp * np.sin(2 * np.pi * t / period + phase) + noise * rng.standard_normal(T)
 
 
-def dnp_trace(n: float, Z: float, bits: ArrayLike, *, c_n: float | str = 1.0,  # noqa: N803
+def dnp_trace(n: float | ArrayLike, Z: float, bits: ArrayLike, *, c_n: float | str = 1.0,
               conservative: bool = True, lower_freeze: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Run one or more DNPs on bit streams; ``bits`` has shape ``(T,)`` or ``(T, m)`` (then ``n``
     may be an array of ``m`` memories). Returns ``(x, omega)`` with the same shape as ``bits``."""
@@ -582,12 +583,12 @@ def dnp_trace(n: float, Z: float, bits: ArrayLike, *, c_n: float | str = 1.0,  #
     return xs.reshape(b.shape), om.reshape(b.shape)
 
 
-def _switching_bits(T: int, rng: np.random.Generator, every: int = 3000) -> np.ndarray:  # noqa: N803
+def _switching_bits(T: int, rng: np.random.Generator, every: int = 3000) -> np.ndarray:
     sign = np.where((np.arange(T) // every) % 2 == 0, 1.0, -1.0)
     return np.clip(0.5 * sign + 0.5 * rng.uniform(-1, 1, T), -1, 1)
 
 
-def _streams(T: int, rng: np.random.Generator) -> dict[str, np.ndarray]:  # noqa: N803
+def _streams(T: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     return {
         "iid +-1": rng.choice([-1.0, 1.0], size=T),
         "biased (mean +0.3)": np.where(rng.uniform(size=T) < 0.65, 1.0, -1.0),
@@ -595,21 +596,37 @@ def _streams(T: int, rng: np.random.Generator) -> dict[str, np.ndarray]:  # noqa
     }
 
 
+@dataclass(frozen=True)
+class _Sizes:
+    """Per-scale sizes of :func:`reproduce`."""
+
+    T1: int  # rounds of Exp 1 (Theorem 1)
+    ns: tuple[int, ...]  # memories n = 1 / (1 - lam) of Exp 1
+    T2: int  # rounds of Exp 2 (Theorem 2, DNP)
+    dnp_ns: tuple[int, ...]  # DNP memories of Exp 2
+    T3: int  # rounds of Exp 3 (SOGD)
+    period: int  # period of the sinusoid in Exp 3
+    seeds3: int  # seeds averaged in Exp 3
+    ckpt: int  # Theorem 3 checkpoints (geometric grid) in Exp 3
+    lams: tuple[float, ...]  # the lambda grid of Exp 3
+    zrob: bool  # run Exp 3's robustness variants (Z and the DNP options)
+
+
 SIZES = {
-    "smoke": {"T1": 4000, "ns": [10, 30, 100, 300], "T2": 3000, "dnp_ns": [30, 100],
-              "T3": 3000, "period": 60, "seeds3": 1, "ckpt": 8, "lams": [0.99, 0.995, 0.998],
-              "zrob": False},
-    "book": {"T1": 50_000, "ns": [10, 30, 100, 300, 1000, 3000], "T2": 20_000,
-             "dnp_ns": [100, 1000], "T3": 50_000, "period": 300, "seeds3": 3, "ckpt": 30,
-             "lams": [0.99, 0.998, 0.999, 0.9995, 0.9998, 0.9999], "zrob": True},
-    "paper": {"T1": 200_000, "ns": [10, 30, 100, 300, 1000, 3000, 10_000], "T2": 50_000,
-              "dnp_ns": [100, 1000, 5000], "T3": 100_000, "period": 400, "seeds3": 5, "ckpt": 60,
-              "lams": [0.99, 0.998, 0.999, 0.9995, 0.9998, 0.9999], "zrob": True},
+    "smoke": _Sizes(T1=4000, ns=(10, 30, 100, 300), T2=3000, dnp_ns=(30, 100),
+                    T3=3000, period=60, seeds3=1, ckpt=8, lams=(0.99, 0.995, 0.998),
+                    zrob=False),
+    "book": _Sizes(T1=50_000, ns=(10, 30, 100, 300, 1000, 3000), T2=20_000,
+                   dnp_ns=(100, 1000), T3=50_000, period=300, seeds3=3, ckpt=30,
+                   lams=(0.99, 0.998, 0.999, 0.9995, 0.9998, 0.9999), zrob=True),
+    "paper": _Sizes(T1=200_000, ns=(10, 30, 100, 300, 1000, 3000, 10_000), T2=50_000,
+                    dnp_ns=(100, 1000, 5000), T3=100_000, period=400, seeds3=5, ckpt=60,
+                    lams=(0.99, 0.998, 0.999, 0.9995, 0.9998, 0.9999), zrob=True),
 }
 SHORT_LAMS = (0.9, 0.95)  # short memories, where Theorem 3 is vacuous (spec: "likely NOT to reproduce")
 
 
-def _exp_theorem1(T: int, ns: list[int], rng: np.random.Generator) -> pd.DataFrame:  # noqa: N803
+def _exp_theorem1(T: int, ns: Sequence[int], rng: np.random.Generator) -> pd.DataFrame:
     import pandas as pd
 
     g = rng.choice([-1.0, 1.0], size=T)
@@ -628,10 +645,10 @@ def _exp_theorem1(T: int, ns: list[int], rng: np.random.Generator) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
-def _exp_dnp(T: int, ns: list[int], rng: np.random.Generator) -> pd.DataFrame:  # noqa: N803
+def _exp_dnp(T: int, ns: Sequence[int], rng: np.random.Generator) -> pd.DataFrame:
     import pandas as pd
 
-    Z = 1.0 / T  # noqa: N806
+    Z = 1.0 / T
     streams = _streams(T, rng)
     names = [s for s in streams for _ in ns]
     n_vec = np.array([n for _ in streams for n in ns], dtype=float)
@@ -651,14 +668,14 @@ def _exp_dnp(T: int, ns: list[int], rng: np.random.Generator) -> pd.DataFrame:  
     return pd.DataFrame(rows)
 
 
-def _run_sogd_and_ogd(y: np.ndarray, lams: Sequence[float], Z: float,  # noqa: N803
+def _run_sogd_and_ogd(y: np.ndarray, lams: Sequence[float], Z: float,
                       record: bool, **sogd_kw: Any,
                       ) -> tuple[dict[str, np.ndarray], np.ndarray | None, SOGD]:
     """Play SOGD and an OGD bank (tuned per lam, slow, fast) on ``f_t(w) = |w - y_t|``, W=[-1,1]."""
     from iclr_lab.core.progress import progress
 
-    T = y.size  # noqa: N806
-    D, G = 2.0, 1.0  # noqa: N806
+    T = y.size
+    D, G = 2.0, 1.0
     sogd = SOGD(T, D=D, G=G, tau=2.0, Z=Z, **sogd_kw)
     lrs = np.concatenate([OGD.tuned_lr(np.asarray(lams), D, G), [D / (G * math.sqrt(T)), D / (2 * G)]])
     bank = OGD(lrs, radius=1.0)
@@ -692,17 +709,17 @@ def _z_ratios(losses: dict[str, np.ndarray], lams: Sequence[float],
              / _metric(losses[f"tuned OGD@{lam:g}"], lam)[0]} for lam in lams]
 
 
-def _exp_sogd(sz: dict[str, Any], seed: int) -> dict[str, pd.DataFrame]:
+def _exp_sogd(sz: _Sizes, seed: int) -> dict[str, pd.DataFrame]:
     import pandas as pd
 
-    T, P = sz["T3"], sz["period"]  # noqa: N806
-    lams = list(sz["lams"])
+    T, P = sz.T3, sz.period
+    lams = list(sz.lams)
     all_lams = lams + [lam for lam in SHORT_LAMS if lam not in lams]
     metric_rows, curve_rows, weight_rows, thm3_rows = [], [], [], []
     comb_rows: list[dict[str, float]] = []
     z_rows: list[dict[str, float]] = []
     t_grid = np.unique(np.linspace(1, T, 60).astype(int))
-    for k in range(sz["seeds3"]):
+    for k in range(sz.seeds3):
         rng = np.random.default_rng(seed + k)
         y = sinusoid_stream(T, P, rng)
         losses, omegas, sogd = _run_sogd_and_ogd(y, all_lams, 100.0 / T, record=(k == 0))
@@ -717,12 +734,13 @@ def _exp_sogd(sz: dict[str, Any], seed: int) -> dict[str, pd.DataFrame]:
                     curve_rows += [{"method": method, "lam": lam, "t": int(t), "seed": seed + k,
                                     "discounted_loss": d[t - 1]} for t in t_grid]
         if k == 0:
+            assert omegas is not None  # recorded for the first seed
             for i, lam_i in enumerate(sogd.lams):
                 comb_rows.append({"combiner": i + 1, "n_i": float(1 / (1 - lam_i)),
                                   "max_omega": float(omegas[:, i].max()),
                                   "mean_omega": float(omegas[:, i].mean())})
             z_rows += _z_ratios(losses, lams, 100)
-            if sz["zrob"]:
+            if sz.zrob:
                 for zt in (1, 10):
                     z_rows += _z_ratios(_run_sogd_and_ogd(y, lams, zt / T, record=False)[0],
                                         lams, zt)
@@ -735,7 +753,7 @@ def _exp_sogd(sz: dict[str, Any], seed: int) -> dict[str, pd.DataFrame]:
                 weight_rows += [{"combiner": i + 1, "n_i": float(1 / (1 - lam_i)),
                                  "lr_i": float(sogd.bank.lr[i + 1]), "t": int(t),
                                  "omega": float(omegas[t - 1, i])} for t in tw]
-            ck = np.unique(np.geomspace(10, T, sz["ckpt"]).astype(int))
+            ck = np.unique(np.geomspace(10, T, sz.ckpt).astype(int))
             for lam in lams:
                 reg = discounted_regret(losses["SOGD"], lam, "absolute", y, times=ck)
                 bnd = sogd_bound(lam, T, 2.0, 1.0)
@@ -759,13 +777,13 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
     sz = pick(SIZES, scale)
     rng = seed_everything(seed)
     with timed() as elapsed:
-        thm1 = _exp_theorem1(sz["T1"], sz["ns"], rng)
-        dnp = _exp_dnp(sz["T2"], sz["dnp_ns"], rng)
+        thm1 = _exp_theorem1(sz.T1, sz.ns, rng)
+        dnp = _exp_dnp(sz.T2, sz.dnp_ns, rng)
         exp3 = _exp_sogd(sz, seed)
         tables = {"theorem1": thm1, "dnp": dnp, **exp3}
     slope, _ = loglog_slope(thm1["n"], thm1["max_regret"])
     means = exp3["sogd_metric"].groupby(["lam", "method"])["metric"].mean().unstack()
-    grid = means.loc[list(sz["lams"])]
+    grid = means.loc[list(sz.lams)]
     short = means.loc[list(SHORT_LAMS)]
     th3 = exp3["theorem3"]
     comb = exp3["combiners"]
@@ -875,8 +893,8 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     return out
 
 
-def dnp_trace_chart(n: float = 1000.0, Z: float = 1e-2, mean: float = 0.6,  # noqa: N803
-                    noise: float = 1.0, T: int = 3000, seed: int = 0,  # noqa: N803
+def dnp_trace_chart(n: float = 1000.0, Z: float = 1e-2, mean: float = 0.6,
+                    noise: float = 1.0, T: int = 3000, seed: int = 0,
                     conservative: bool = True, lower_freeze: bool = False) -> alt.VConcatChart:
     """Pure function behind :func:`explorer`: one DNP on bits ``clip(mean + noise U(-1,1))`` whose
     sign flips half-way; plots ``x_t`` with the saturation level ``4 sqrt(n ln(1/Z))`` and ``omega_t``."""
@@ -885,7 +903,7 @@ def dnp_trace_chart(n: float = 1000.0, Z: float = 1e-2, mean: float = 0.6,  # no
 
     check_range("mean", mean, -1.0, 1.0)
     check_range("noise", noise, 0.0)
-    T = check_int("T", T, 2)  # noqa: N806
+    T = check_int("T", T, 2)
     rng = np.random.default_rng(seed)
     sign = np.where(np.arange(T) < T // 2, 1.0, -1.0)
     bits = np.clip(mean * sign + noise * rng.uniform(-1, 1, T), -1, 1)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -211,7 +212,7 @@ class VRAdam(torch.optim.AdamW):
                 total = total + _velocity_sq_norm(ms, gs, beta1)
         return float(total)
 
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One VRAdam step: compute the gate of Eq. (5), then run AdamW's own step with it."""
         loss = None
         if closure is not None:
@@ -233,7 +234,7 @@ class VRAdam(torch.optim.AdamW):
         return loss
 
 
-def _adamw_step(opt: torch.optim.Optimizer) -> None:
+def _adamw_step(opt: torch.optim.AdamW) -> None:
     """Call ``torch.optim.AdamW.step`` without firing the optimizer step hooks a second time.
 
     ``torch.optim.Optimizer`` wraps each class's ``step`` once with a hook runner; VRAdam's own
@@ -278,13 +279,13 @@ class VRMomentum(torch.optim.Optimizer):
         self.last_lr_ratios: list[float] = [1.0] * len(self.param_groups)
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One VRMomentum step, Eq. (7)."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        work = []
+        work: list[tuple[list[torch.Tensor], list[torch.Tensor]]] = []
         total = torch.zeros((), dtype=torch.float64)
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
@@ -298,7 +299,9 @@ class VRMomentum(torch.optim.Optimizer):
                     state["velocity"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                 bufs.append(state["velocity"])
             torch._foreach_lerp_(bufs, [p.grad for p in params], 1.0 - group["beta"])
-            total = total + _sq_norm(bufs).cpu()  # type: ignore[union-attr]
+            part = _sq_norm(bufs)
+            assert part is not None  # params is non-empty, so bufs is too
+            total = total + part.cpu()
             work.append((params, bufs))
         sq_norm = float(total)
         ratios = []
@@ -484,8 +487,13 @@ def calibrate_beta3(data: Any, seed: int, *, kappa: float = KAPPA,
     model = mlp([data.n_features, 128, 128, data.n_classes])
     opt = VRAdam(model.parameters(), lr=1e-3, beta3=0.0, weight_decay=WEIGHT_DECAY)
     norms: list[float] = []
+
+    def record(_: int) -> dict[str, float]:
+        norms.append(opt.last_sq_norm)
+        return {}
+
     train_classifier(model, opt, data, steps=steps, batch_size=batch_size, eval_every=steps,
-                     seed=seed, on_step=lambda _: norms.append(opt.last_sq_norm) or {})
+                     seed=seed, on_step=record)
     mean_p = float(np.mean(norms))
     return kappa / mean_p, mean_p
 
@@ -531,6 +539,12 @@ RATE_ALPHA0 = 0.05
 RATE_PENALTY = 0.01
 
 
+def _grad(p: torch.Tensor) -> torch.Tensor:
+    """``p.grad`` right after a ``backward`` that reached ``p`` (so it is not ``None``)."""
+    assert p.grad is not None
+    return p.grad
+
+
 def rate_run(method: str, seed: int, *, steps: int, beta3: float = 0.0, alpha0: float = RATE_ALPHA0,
              every: int = 10, batch_size: int = 64, data: Any = None) -> dict[str, np.ndarray]:
     """Softmax regression on digits plus ``0.01 sum w^2 / (1 + w^2)``, step ``alpha0 / sqrt(n)``.
@@ -566,7 +580,7 @@ def rate_run(method: str, seed: int, *, steps: int, beta3: float = 0.0, alpha0: 
             model.zero_grad()
             loss_fn(x, y).backward()
             rec_step.append(t - 1)
-            rec_g.append(sum(float(p.grad.pow(2).sum()) for p in model.parameters()))
+            rec_g.append(sum(float(_grad(p).pow(2).sum()) for p in model.parameters()))
         idx = torch.randint(len(y), (batch_size,), generator=gen)
         opt.zero_grad()
         loss_fn(x[idx], y[idx]).backward()
@@ -599,15 +613,29 @@ def _experiment_c(seeds: Sequence[int], horizons: Sequence[int], data: Any) -> p
 # reproduce()
 # ---------------------------------------------------------------------------------------------
 
+
+@dataclass(frozen=True)
+class _Sizes:
+    """Per-scale sizes of :func:`reproduce`."""
+
+    steps: int  # digits training steps per run (Experiment B)
+    seeds: int  # seeds averaged in Experiments B and C
+    lrs: tuple[float, ...]  # the alpha0 sweep of Experiment B
+    kappas: tuple[float, ...]  # calibration targets of the kappa ablation (at the largest lr)
+    toy_steps: int  # steps of the edge-of-stability toy (Experiment A)
+    eval_every: int  # evaluation period of the digits runs
+    horizons: tuple[int, ...]  # the horizons N of the rate experiment (Experiment C)
+
+
 _SIZES = {
-    "smoke": {"steps": 30, "seeds": 1, "lrs": (1e-2, 1e-1), "kappas": (1.0,), "toy_steps": 4000,
-              "eval_every": 10, "horizons": (30, 100, 300)},
-    "book": {"steps": 300, "seeds": 3, "lrs": (1e-3, 3e-3, 1e-2, 3e-2, 1e-1),
-             "kappas": (1.0, 3.0, 30.0, 100.0), "toy_steps": 4000, "eval_every": 10,
-             "horizons": (100, 300, 1000, 3000)},
-    "paper": {"steps": 1500, "seeds": 5, "lrs": (1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1),
-              "kappas": (0.3, 1.0, 3.0, 30.0, 100.0), "toy_steps": 10000, "eval_every": 25,
-              "horizons": (100, 300, 1000, 3000, 10000)},
+    "smoke": _Sizes(steps=30, seeds=1, lrs=(1e-2, 1e-1), kappas=(1.0,), toy_steps=4000,
+                    eval_every=10, horizons=(30, 100, 300)),
+    "book": _Sizes(steps=300, seeds=3, lrs=(1e-3, 3e-3, 1e-2, 3e-2, 1e-1),
+                   kappas=(1.0, 3.0, 30.0, 100.0), toy_steps=4000, eval_every=10,
+                   horizons=(100, 300, 1000, 3000)),
+    "paper": _Sizes(steps=1500, seeds=5, lrs=(1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1),
+                    kappas=(0.3, 1.0, 3.0, 30.0, 100.0), toy_steps=10000, eval_every=25,
+                    horizons=(100, 300, 1000, 3000, 10000)),
 }
 
 TOY_R = (0.5, 0.9, 1.1, 1.5, 2.0, 5.0, 10.0, 19.0, 21.0, 25.0)
@@ -679,10 +707,10 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
     size = pick(_SIZES, scale)
     seed_everything(seed)
     with timed() as elapsed:
-        tables = _experiment_a(size["toy_steps"])
+        tables = _experiment_a(size.toy_steps)
         data = digits(seed=0)
-        seeds = [seed + i for i in range(size["seeds"])]
-        lrs = size["lrs"]
+        seeds = [seed + i for i in range(size.seeds)]
+        lrs = size.lrs
         calib = []
         for s in seeds:
             beta3, mean_p = calibrate_beta3(data, s)
@@ -691,8 +719,8 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
         mean_p_of = {row["seed"]: row["mean_P_first_steps"] for row in calib}
         logs, finals, traces = [], [], []
         jobs = [(m, lr, s) for m in METHODS for lr in lrs for s in seeds]
-        jobs += [(f"VRAdam (kappa={k:g})", lrs[-1], s) for k in size["kappas"] for s in seeds]
-        first = max(1, size["steps"] // 5)
+        jobs += [(f"VRAdam (kappa={k:g})", lrs[-1], s) for k in size.kappas for s in seeds]
+        first = max(1, size.steps // 5)
         for method, lr, s in progress(jobs, desc="vradam digits", total=len(jobs)):
             if method.startswith("VRAdam (kappa="):
                 kappa = float(method.split("=")[1].rstrip(")"))
@@ -700,8 +728,8 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
             else:
                 kappa = KAPPA if method == "VRAdam (calibrated)" else math.nan
                 beta3, name = (beta3_of[s] if method == "VRAdam (calibrated)" else 1.0), method
-            log, ratios = train_digits(name, lr, s, steps=size["steps"], beta3=beta3, data=data,
-                                       eval_every=size["eval_every"])
+            log, ratios = train_digits(name, lr, s, steps=size.steps, beta3=beta3, data=data,
+                                       eval_every=size.eval_every)
             fin = _final(log)
             finals.append({"method": method, "lr": lr, "seed": s, "kappa": kappa,
                            "beta3": beta3 if name.startswith("VRAdam") else math.nan, **fin,
@@ -714,7 +742,7 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
                     traces.append(pd.DataFrame({"step": np.arange(1, len(ratios) + 1),
                                                 "lr_ratio": ratios, "method": method, "seed": s}))
         final = pd.DataFrame(finals)
-        tables["rate"] = _experiment_c(seeds, size["horizons"], data)
+        tables["rate"] = _experiment_c(seeds, size.horizons, data)
         tables.update({
             "calibration": pd.DataFrame(calib),
             "digits_final": final,
@@ -742,10 +770,11 @@ def _claims(tables: dict[str, pd.DataFrame], lrs: Sequence[float]) -> list[Claim
 
     vra, adw = at("VRAdam (calibrated)"), at("AdamW")
     top = list(lrs)[-2:]
-    ce_ratio = max(float(vra.loc[lr, "test_loss"] / adw.loc[lr, "test_loss"]) for lr in top)
-    best_v, best_a = vra["test_loss"].idxmin(), adw["test_loss"].idxmin()
-    acc_gap = 100 * abs(float(vra.loc[best_v, "test_acc"] - adw.loc[best_a, "test_acc"]))
-    tuned_ratio = float(vra.loc[best_v, "test_loss"] / adw.loc[best_a, "test_loss"])
+    vra_loss, adw_loss = vra["test_loss"], adw["test_loss"]
+    ce_ratio = max(float(vra_loss.loc[lr] / adw_loss.loc[lr]) for lr in top)
+    best_v, best_a = vra_loss.argmin(), adw_loss.argmin()  # positions of the tuned lrs
+    acc_gap = 100 * abs(float(vra["test_acc"].iloc[best_v] - adw["test_acc"].iloc[best_a]))
+    tuned_ratio = float(vra_loss.iloc[best_v] / adw_loss.iloc[best_a])
     trace = fin[(fin.method == "VRAdam (calibrated)") & (fin.lr == lrs[-1])]
     min_ratio = float(trace["min_ratio_first_20pct"].mean())
     from iclr_lab.core.stats import loglog_slope
