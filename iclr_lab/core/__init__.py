@@ -13,6 +13,8 @@ Light modules are re-exported here; the heavier helpers are imported from their 
 * :mod:`iclr_lab.core.charts`: Altair chart helpers (imports Altair).
 * :mod:`iclr_lab.core.widgets`: ipywidgets explorers (imports ipywidgets).
 * :mod:`iclr_lab.core.nn`: tiny torch model blocks and a training loop (imports torch).
+* :mod:`iclr_lab.core.collective`: the all-reduce interface of the distributed chapters, simulated
+  with threads or run on real ``torch.distributed`` processes (imports torch).
 """
 
 from iclr_lab.core.registry import Chapter, chapter, chapters, load, reproduce
