@@ -39,7 +39,8 @@ def _check(df: pd.DataFrame, cols: Sequence[str | None]) -> None:
 
 
 def _scale(log: bool) -> alt.Scale:
-    return alt.Scale(type="log") if log else alt.Scale(zero=False)
+    # nice=False: a log axis ends at the data, not at the next power of ten
+    return alt.Scale(type="log", nice=False) if log else alt.Scale(zero=False)
 
 
 def thin(df: pd.DataFrame, x: str, points: int = 120, log: bool = False) -> pd.DataFrame:
@@ -65,16 +66,19 @@ def _band_layers(data: pd.DataFrame, x: str, y: str, color: str | None, log_x: b
     yscale = _scale(log_y)
     if domain is not None:
         yscale = alt.Scale(type="log" if log_y else "linear", domain=domain, zero=False)
-    enc_color = {"color": alt.Color(f"{color}:N", title=color)} if color else {}
+    # The legend comes from the lines alone, so its symbols are not washed out by the bands.
+    line_color = ({"color": alt.Color(f"{color}:N", title=color,
+                                      legend=alt.Legend(symbolOpacity=1))} if color else {})
+    band_color = {"fill": alt.Fill(f"{color}:N", legend=None)} if color else {}
     line = base.mark_line(point=alt.OverlayMarkDef(size=18)).encode(
         x=alt.X(f"{x}:Q", scale=_scale(log_x), title=x),
         y=alt.Y("mean:Q", scale=yscale, title=y_title),
         tooltip=[*([color] if color else []), x, alt.Tooltip("mean:Q", format=".4g"),
                  alt.Tooltip("lo:Q", format=".4g"), alt.Tooltip("hi:Q", format=".4g"), "seeds"],
-        **enc_color,
+        **line_color,
     )
     band = base.mark_area(opacity=0.18).encode(
-        x=f"{x}:Q", y=alt.Y("lo:Q", scale=yscale), y2="hi:Q", **enc_color
+        x=f"{x}:Q", y=alt.Y("lo:Q", scale=yscale), y2="hi:Q", **band_color
     )
     return [band, line]
 

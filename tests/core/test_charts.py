@@ -29,6 +29,9 @@ def test_curves_aggregates_seeds_into_a_band(runs):
     values = next(iter(d["datasets"].values()))
     assert len(values) == 2 * 20 and {"mean", "lo", "hi", "seeds"} <= set(values[0])
     assert all(v["lo"] <= v["mean"] <= v["hi"] and v["seeds"] == 3 for v in values)
+    band, line = d["layer"]
+    assert band["encoding"]["fill"]["legend"] is None, "the legend shows the lines, not the bands"
+    assert line["encoding"]["color"]["field"] == "method"
     _render(chart)
 
 
