@@ -882,7 +882,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
                  alt.Tooltip("omega:Q", format=".3f")],
     ).properties(width=440, height=260, title="Combiner weights omega_t (seed 0)")
     out["lambda_lens"] = sweep(tb["discounted_loss"], x="t", y="discounted_loss", param="lam",
-                               color="method", param_label="lambda", log_y=True,
+                               color="method", param_label="lambda", log_y=False,
                                title="(1-lambda)-normalised discounted loss over time")
     th = tb["theorem3"].assign(ratio=lambda x: x["regret"] / x["bound"],
                                lam=lambda x: x["lam"].astype(str))
