@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     import altair as alt
     import ipywidgets
 
+    from iclr_lab.core.datasets import Split
+
 __all__ = [
     "VRAdam",
     "VRMomentum",
@@ -473,7 +475,7 @@ def _make_optimizer(method: str, params: Any, lr: float, beta3: float) -> torch.
     return VRAdam(params, lr=lr, beta3=beta3, lr_cutoff=LR_CUTOFF, weight_decay=WEIGHT_DECAY)
 
 
-def calibrate_beta3(data: Any, seed: int, *, kappa: float = KAPPA,
+def calibrate_beta3(data: Split, seed: int, *, kappa: float = KAPPA,
                     steps: int = CALIBRATION_STEPS, batch_size: int = 64) -> tuple[float, float]:
     """``beta3 = kappa / mean(P_t)`` over a ``steps``-step pilot run; returns ``(beta3, mean P_t)``.
 
@@ -499,7 +501,7 @@ def calibrate_beta3(data: Any, seed: int, *, kappa: float = KAPPA,
 
 
 def train_digits(method: str, lr: float, seed: int, *, steps: int, beta3: float = 1.0,
-                 data: Any = None, eval_every: int = 10) -> tuple[pd.DataFrame, np.ndarray]:
+                 data: Split | None = None, eval_every: int = 10) -> tuple[pd.DataFrame, np.ndarray]:
     """Train the 64-128-128-10 MLP on digits with ``method`` at ``lr``; returns ``(log, ratios)``.
 
     ``ratios`` is the per-step gate ``eta_t / alpha0`` (ones for the baselines).
@@ -546,7 +548,7 @@ def _grad(p: torch.Tensor) -> torch.Tensor:
 
 
 def rate_run(method: str, seed: int, *, steps: int, beta3: float = 0.0, alpha0: float = RATE_ALPHA0,
-             every: int = 10, batch_size: int = 64, data: Any = None) -> dict[str, np.ndarray]:
+             every: int = 10, batch_size: int = 64, data: Split | None = None) -> dict[str, np.ndarray]:
     """Softmax regression on digits plus ``0.01 sum w^2 / (1 + w^2)``, step ``alpha0 / sqrt(n)``.
 
     ``method`` is ``"AdamW"`` (no weight decay) or ``"VRAdam"`` (with ``beta3``); the decreasing
@@ -590,7 +592,7 @@ def rate_run(method: str, seed: int, *, steps: int, beta3: float = 0.0, alpha0: 
     return {"step": np.asarray(rec_step), "grad_sq": np.asarray(rec_g), "sq_norm": np.asarray(sq)}
 
 
-def _experiment_c(seeds: Sequence[int], horizons: Sequence[int], data: Any) -> pd.DataFrame:
+def _experiment_c(seeds: Sequence[int], horizons: Sequence[int], data: Split) -> pd.DataFrame:
     rows = []
     for s in seeds:
         pilot = rate_run("VRAdam", s, steps=CALIBRATION_STEPS, beta3=0.0, data=data)
@@ -704,7 +706,7 @@ def _adamw_equivalence(steps: int = 50) -> float:
 
 
 def reproduce(scale: str = "book", seed: int = 0) -> Report:
-    """Run Experiments A (edge-of-stability toy) and B (digits LR sweep); return the Report.
+    """Run Experiments A (edge-of-stability toy), B (digits LR sweep) and C (rate check).
 
     Sizes come from a per-scale table; seeds ``seed, seed + 1, ...`` are averaged in Experiment B.
     Experiment A is deterministic (it has no randomness).
