@@ -56,12 +56,16 @@ def _list() -> int:
 
 def _print_report(report: Report) -> None:
     print(f"{report.slug}  scale={report.scale}  seed={report.seed}  {report.seconds:.1f} s")
-    for c in report.claims:
-        print(f"  [{c.status:^14}] {c.name}: measured {c.measured:.4g} (needs {c.bound})")
-        for line in textwrap.wrap(c.statement, 88):
-            print(f"{'':20}{line}")
+    print(f"  {report.tally()}")
+    for c in report.ordered_claims():
+        source = "PILOT" if c.source == "pilot" else c.source
+        print(f"  [{c.status:^19}] {c.kind:<10} {c.name}: measured {c.value_text} "
+              f"(needs {c.bound}; threshold from {source})")
+        for line in textwrap.wrap(c.statement, 86):
+            print(f"{'':34}{line}")
         if c.paper:
-            print(f"{'':20}paper: {c.paper}")
+            for line in textwrap.wrap(f"paper: {c.paper}", 86):
+                print(f"{'':34}{line}")
 
 
 def _one(slug: str, args: argparse.Namespace) -> int:
@@ -89,8 +93,9 @@ def _all(args: argparse.Namespace) -> int:
             report.save(out / ch.slug)
             ok &= report.ok
             for c in report.claims:
-                rows.append({"slug": ch.slug, "claim": c.name, "measured": c.measured,
-                             "bound": c.bound, "expected": c.expected, "status": c.status,
+                rows.append({"slug": ch.slug, "claim": c.name, "kind": c.kind,
+                             "measured": c.measured, "bound": c.bound, "source": c.source,
+                             "expected": c.expected, "status": c.status, "paper": c.paper,
                              "seconds": round(report.seconds, 1)})
             if not args.json:
                 _print_report(report)

@@ -10,12 +10,22 @@ Three shapes cover most of the book:
 
 All take tidy DataFrames (one row per method x x-value x seed) and return charts that validate with
 ``chart.to_dict()`` and render offline through vl-convert (:func:`save_chart`).
+
+Conventions every chapter gets from here:
+
+* **Axis titles are words and symbols, not column names**: pass ``x_title``/``y_title`` (``"α₀"``,
+  ``"n = 1/(1−λ)"``); without them the column name is used.
+* **The paper's method has one fixed colour** (:data:`METHOD_COLORS`, red first) and a thicker line;
+  the baselines get muted colours (:data:`BASELINE_COLORS`). Name the method's series with
+  ``highlight=``; :func:`palette` builds the same scale for hand-made charts.
+* **Ranges fit the data**: linear axes do not start at zero, log axes end at the data.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import altair as alt
 import numpy as np
@@ -23,11 +33,70 @@ import pandas as pd
 
 from iclr_lab.core.stats import loglog_slope, summarize_seeds
 
-__all__ = ["MAX_ROWS", "curves", "loglog", "save_chart", "sweep", "thin"]
+__all__ = ["BASELINE_COLORS", "MAX_ROWS", "METHOD_COLORS", "curves", "loglog", "palette",
+           "reference_line", "save_chart", "sweep", "thin"]
 
 #: Altair refuses to embed more rows than this; chapters thin their logs first (see :func:`thin`).
 MAX_ROWS = 5000
 WIDTH, HEIGHT = 440, 260
+
+#: The paper's method (first) and its variants: strong, warm colours used for nothing else.
+METHOD_COLORS = ("#d62728", "#ff7f0e", "#9e0142", "#f4a582")
+#: Baselines: muted colours that stay distinguishable from one another and recede behind the method.
+BASELINE_COLORS = ("#4c78a8", "#8c8c8c", "#72a17b", "#a48cb5", "#b7a16a", "#5b6770", "#9ecae9",
+                   "#c2a5a5")
+
+Highlight = str | Sequence[str] | None
+
+
+def _as_list(highlight: Highlight) -> list[str]:
+    if highlight is None:
+        return []
+    return [highlight] if isinstance(highlight, str) else list(highlight)
+
+
+def palette(names: Iterable[object], highlight: Highlight = None) -> alt.Scale:
+    """A colour scale for the series ``names``: the ``highlight`` ones (the paper's method and its
+    variants) in :data:`METHOD_COLORS`, every other one in a muted :data:`BASELINE_COLORS` shade.
+
+    The domain keeps the order of ``names``, so legends list series as the chapter does.
+    """
+    hl = _as_list(highlight)
+    series = list(dict.fromkeys(str(n) for n in names))
+    missing = [h for h in hl if h not in series]
+    if missing:
+        raise ValueError(f"highlight names {missing} are not among the series {series}")
+    colors, m, b = [], 0, 0
+    for n in series:
+        if n in hl:
+            colors.append(METHOD_COLORS[m % len(METHOD_COLORS)])
+            m += 1
+        else:
+            colors.append(BASELINE_COLORS[b % len(BASELINE_COLORS)])
+            b += 1
+    return alt.Scale(domain=series, range=colors)
+
+
+def _stroke(color: str | None, highlight: Highlight) -> dict[str, Any]:
+    hl = _as_list(highlight)
+    if not (color and hl):
+        return {}
+    return {"strokeWidth": alt.condition(alt.FieldOneOfPredicate(field=color, oneOf=hl),
+                                         alt.value(3.0), alt.value(1.6))}
+
+
+def reference_line(value: float, *, axis: str = "y", label: str = "",
+                   color: str = "black") -> alt.LayerChart:
+    """A dashed rule at ``value`` on ``axis`` ("x" or "y") with an optional text label; layer it with
+    ``+`` on a chart (a bound, a stability edge, a baseline's level)."""
+    if axis not in ("x", "y"):
+        raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
+    df = pd.DataFrame({axis: [value], "label": [label]})
+    enc = {axis: alt.X(f"{axis}:Q") if axis == "x" else alt.Y(f"{axis}:Q")}
+    rule = alt.Chart(df).mark_rule(strokeDash=[6, 4], color=color).encode(**enc)
+    text = alt.Chart(df).mark_text(align="left", dx=4, dy=-6, color=color, fontSize=11).encode(
+        text="label:N", **enc, **({"x": alt.value(4)} if axis == "y" else {"y": alt.value(8)}))
+    return alt.LayerChart(layer=[rule, text] if label else [rule])
 
 
 def _check(df: pd.DataFrame, cols: Sequence[str | None]) -> None:
@@ -61,58 +130,72 @@ def thin(df: pd.DataFrame, x: str, points: int = 120, log: bool = False) -> pd.D
 
 
 def _band_layers(data: pd.DataFrame, x: str, y: str, color: str | None, log_x: bool,
-                 log_y: bool, y_title: str, domain: list[float] | None = None) -> list[alt.Chart]:
+                 log_y: bool, *, x_title: str, y_title: str, color_title: str | None,
+                 highlight: Highlight, domain: list[float] | None = None) -> list[alt.Chart]:
     base = alt.Chart(data)
     yscale = _scale(log_y)
     if domain is not None:
         yscale = alt.Scale(type="log" if log_y else "linear", domain=domain, zero=False)
+    scale = palette(data[color].unique(), highlight) if color else None
     # The legend comes from the lines alone, so its symbols are not washed out by the bands.
-    line_color = ({"color": alt.Color(f"{color}:N", title=color,
+    line_color = ({"color": alt.Color(f"{color}:N", title=color_title or color, scale=scale,
                                       legend=alt.Legend(symbolOpacity=1))} if color else {})
-    band_color = {"fill": alt.Fill(f"{color}:N", legend=None)} if color else {}
+    band_color = {"fill": alt.Fill(f"{color}:N", scale=scale, legend=None)} if color else {}
     line = base.mark_line(point=alt.OverlayMarkDef(size=18)).encode(
-        x=alt.X(f"{x}:Q", scale=_scale(log_x), title=x),
+        x=alt.X(f"{x}:Q", scale=_scale(log_x), title=x_title),
         y=alt.Y("mean:Q", scale=yscale, title=y_title),
         tooltip=[*([color] if color else []), x, alt.Tooltip("mean:Q", format=".4g"),
                  alt.Tooltip("lo:Q", format=".4g"), alt.Tooltip("hi:Q", format=".4g"), "seeds"],
-        **line_color,
+        **line_color, **_stroke(color, highlight),
     )
-    band = base.mark_area(opacity=0.18).encode(
+    band = base.mark_area(opacity=0.15).encode(
         x=f"{x}:Q", y=alt.Y("lo:Q", scale=yscale), y2="hi:Q", **band_color
     )
     return [band, line]
 
 
 def curves(df: pd.DataFrame, *, x: str, y: str, color: str | None = None, seed: str = "seed",
-           log_x: bool = False, log_y: bool = False, title: str = "") -> alt.LayerChart:
-    """Mean of ``y`` against ``x`` per ``color`` group, with a min-max band over ``seed``."""
+           log_x: bool = False, log_y: bool = False, title: str = "", x_title: str | None = None,
+           y_title: str | None = None, color_title: str | None = None,
+           highlight: Highlight = None) -> alt.LayerChart:
+    """Mean of ``y`` against ``x`` per ``color`` group, with a min-max band over ``seed``.
+
+    ``highlight`` names the paper's method (one or more ``color`` values): fixed colour, thick line.
+    """
     _check(df, [x, y, color])
     by = [c for c in (color, x) if c]
     data = summarize_seeds(df.assign(**{seed: df[seed] if seed in df else 0}), by, y, seed)
-    return alt.LayerChart(layer=_band_layers(data, x, y, color, log_x, log_y, y), width=WIDTH,
-                          height=HEIGHT, title=title)
+    layers = _band_layers(data, x, y, color, log_x, log_y, x_title=x_title or x,
+                          y_title=y_title or y, color_title=color_title, highlight=highlight)
+    return alt.LayerChart(layer=layers, width=WIDTH, height=HEIGHT, title=title)
 
 
 def loglog(df: pd.DataFrame, *, x: str, y: str, color: str | None = None,
-           bound: str | None = None, title: str = "") -> alt.LayerChart:
+           bound: str | None = None, title: str = "", x_title: str | None = None,
+           y_title: str | None = None, bound_title: str | None = None,
+           highlight: Highlight = None) -> alt.LayerChart:
     """Points of ``y`` against ``x`` on log-log axes with a least-squares line per ``color`` group.
 
     The legend shows each group's fitted slope. If ``bound`` names a column, it is drawn as a dashed
     line (a theorem's bound, say), so the reader sees every point fall below it.
+    ``highlight`` names the paper's method among the ``color`` groups.
     """
     _check(df, [x, y, color, bound])
     groups = df.groupby(color, sort=False) if color else [("data", df)]
-    fits, points = [], []
+    fits, points, labels, hl = [], [], [], []
     for name, g in groups:
         slope, icpt = loglog_slope(g[x], g[y])
         label = f"{name} (slope {slope:.2f})"
+        labels.append(label)
+        if str(name) in _as_list(highlight):
+            hl.append(label)
         xs = np.geomspace(g[x].min(), g[x].max(), 30)
         fits.append(pd.DataFrame({x: xs, y: np.exp(icpt) * xs**slope, "series": label}))
         points.append(g.assign(series=label))
     pts = pd.concat(points, ignore_index=True)
-    xs_ = alt.X(f"{x}:Q", scale=alt.Scale(type="log"), title=x)
-    ys_ = alt.Y(f"{y}:Q", scale=alt.Scale(type="log"), title=y)
-    col = alt.Color("series:N", title="fit")
+    xs_ = alt.X(f"{x}:Q", scale=alt.Scale(type="log", nice=False), title=x_title or x)
+    ys_ = alt.Y(f"{y}:Q", scale=alt.Scale(type="log", nice=False), title=y_title or y)
+    col = alt.Color("series:N", title="fit", scale=palette(labels, hl or None))
     layers = [
         alt.Chart(pts).mark_point(filled=True, size=50).encode(
             x=xs_, y=ys_, color=col, tooltip=[x, alt.Tooltip(f"{y}:Q", format=".4g"), "series"]),
@@ -121,14 +204,16 @@ def loglog(df: pd.DataFrame, *, x: str, y: str, color: str | None = None,
     if bound:
         bd = df[[x, bound]].drop_duplicates().sort_values(x)
         layers.append(alt.Chart(bd).mark_line(strokeDash=[6, 4], color="black").encode(
-            x=xs_, y=alt.Y(f"{bound}:Q", scale=alt.Scale(type="log")),
-            tooltip=[x, alt.Tooltip(f"{bound}:Q", format=".4g")]))
+            x=xs_, y=alt.Y(f"{bound}:Q", scale=alt.Scale(type="log", nice=False)),
+            tooltip=[x, alt.Tooltip(f"{bound}:Q", format=".4g", title=bound_title or bound)]))
     return alt.LayerChart(layer=layers, width=WIDTH, height=HEIGHT, title=title)
 
 
 def sweep(df: pd.DataFrame, *, x: str, y: str, param: str, color: str | None = None,
           seed: str = "seed", param_label: str | None = None, log_x: bool = False,
-          log_y: bool = False, start: float | None = None, title: str = "") -> alt.LayerChart:
+          log_y: bool = False, start: float | None = None, title: str = "",
+          x_title: str | None = None, y_title: str | None = None, color_title: str | None = None,
+          highlight: Highlight = None) -> alt.LayerChart:
     """A chart of ``y`` against ``x`` for one value of ``param``, chosen with a slider on the page.
 
     The whole grid is embedded and Vega filters it in the browser, so the slider works on the static
@@ -152,8 +237,9 @@ def sweep(df: pd.DataFrame, *, x: str, y: str, param: str, color: str | None = N
     lo, hi = float(data["lo"].min()), float(data["hi"].max())
     if log_y:
         lo = float(data.loc[data["lo"] > 0, "lo"].min())
-    layers = [layer.transform_filter(alt.datum.grid_point == slider)
-              for layer in _band_layers(data, x, y, color, log_x, log_y, y, domain=[lo, hi])]
+    bands = _band_layers(data, x, y, color, log_x, log_y, x_title=x_title or x, y_title=y_title or y,
+                         color_title=color_title, highlight=highlight, domain=[lo, hi])
+    layers = [layer.transform_filter(alt.datum.grid_point == slider) for layer in bands]
     labels = pd.DataFrame({"grid_point": range(len(values)),
                            "label": [f"{label} = {v:.4g}" for v in values]})
     layers.append(alt.Chart(labels).transform_filter(alt.datum.grid_point == slider).mark_text(

@@ -79,3 +79,34 @@ def test_summary_names_cannot_be_grouping_columns():
     df = pd.DataFrame({"mean": [1, 2], "y": [0.0, 1.0], "seed": [0, 1]})
     with pytest.raises(ValueError, match="summary column names"):
         summarize_seeds(df, ["mean"], "y")
+
+
+def test_the_papers_method_has_the_fixed_colour_and_baselines_are_muted(runs):
+    df = runs[runs.lr == 1e-2]
+    d = charts.curves(df, x="step", y="loss", color="method", highlight="B",
+                      x_title="step t", y_title="loss F(θ)", color_title="optimizer").to_dict()
+    band, line = d["layer"]
+    scale = line["encoding"]["color"]["scale"]
+    assert dict(zip(scale["domain"], scale["range"], strict=True))["B"] == charts.METHOD_COLORS[0]
+    assert dict(zip(scale["domain"], scale["range"], strict=True))["A"] in charts.BASELINE_COLORS
+    assert band["encoding"]["fill"]["scale"] == scale, "bands take the lines' colours"
+    assert line["encoding"]["strokeWidth"]["condition"]["value"] > line["encoding"]["strokeWidth"]["value"]
+    assert line["encoding"]["x"]["title"] == "step t" and line["encoding"]["y"]["title"] == "loss F(θ)"
+    assert line["encoding"]["color"]["title"] == "optimizer"
+    with pytest.raises(ValueError, match="not among the series"):
+        charts.curves(df, x="step", y="loss", color="method", highlight="C")
+    _render(charts.curves(df, x="step", y="loss", color="method", highlight="B"))
+
+
+def test_palette_and_reference_line():
+    scale = charts.palette(["AdamW", "VRAdam", "SGD", "VRAdam (beta3=1)"],
+                           highlight=["VRAdam", "VRAdam (beta3=1)"]).to_dict()
+    assert scale["range"][1] == charts.METHOD_COLORS[0] and scale["range"][3] == charts.METHOD_COLORS[1]
+    assert set(scale["range"][::2]) <= set(charts.BASELINE_COLORS)
+    line = pd.DataFrame({"x": [1.0, 2.0], "y": [0.5, 2.0]})
+    import altair as alt
+
+    chart = alt.Chart(line).mark_line().encode(x="x:Q", y="y:Q") + charts.reference_line(1.0, label="edge")
+    _render(chart)
+    with pytest.raises(ValueError, match="axis"):
+        charts.reference_line(1.0, axis="z")

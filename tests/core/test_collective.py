@@ -7,8 +7,13 @@ from iclr_lab.core.collective import Collective, run_gloo, run_simulated
 def _local_sgd(comm: Collective) -> tuple[list[float], int]:
     """A miniature local-SGD run: 5 local steps on each worker's own data, then average the
     weights. Stands in for the distributed chapters' training functions."""
-    torch.manual_seed(0)  # identical initial model on every worker
+    # Identical initial model on every worker, drawn from a private generator: simulated workers
+    # are threads, and the global RNG would be shared (and raced) between them.
     model = torch.nn.Linear(4, 1)
+    init = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=init))
     gen = torch.Generator().manual_seed(100 + comm.rank)  # each worker's own data
     x = torch.randn(64, 4, generator=gen)
     y = x @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]]) + 0.1 * comm.rank

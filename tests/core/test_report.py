@@ -7,8 +7,9 @@ import pytest
 from iclr_lab.core.report import Claim, ClaimFailure, Report
 
 
-def _claim(measured, threshold=1.0, op="<=", expected=True, name="c"):
-    return Claim(name, "a statement", measured, threshold, op=op, paper="p", expected=expected)
+def _claim(measured, threshold=1.0, op="<=", expected=True, name="c", kind="paper", source="prior"):
+    return Claim(name, "a statement", measured, threshold, op=op, paper="p", expected=expected,
+                 kind=kind, source=source)
 
 
 @pytest.mark.parametrize(
@@ -27,8 +28,33 @@ def test_passed_is_derived_from_the_numbers(measured, threshold, op, passed):
 def test_status_words():
     assert _claim(0.5).status == "pass"
     assert _claim(2.0).status == "FAIL"
-    assert _claim(2.0, expected=False).status == "not reproduced"
-    assert _claim(0.5, expected=False).status == "holds anyway"
+    assert _claim(2.0, expected=False).status == "did not reproduce"
+    assert _claim(0.5, expected=False).status == "pass (not expected)"
+    assert _claim(0.5, expected=False).result == "pass" and _claim(2.0).result == "fail"
+
+
+def test_kind_and_source_are_validated_and_exported():
+    with pytest.raises(ValueError, match="kind"):
+        _claim(1.0, kind="hunch")
+    with pytest.raises(ValueError, match="source"):
+        _claim(1.0, source="vibes")
+    d = _claim(0.5, kind="sanity", source="pilot").to_dict()
+    assert (d["kind"], d["source"], d["status"]) == ("sanity", "pilot", "pass")
+
+
+def test_over_seeds_reports_the_median_and_the_range():
+    c = Claim.over_seeds("c", "s", [0.9, 0.7, 0.74, 0.89, 0.76], 0.8, "<=", kind="paper",
+                         source="prior")
+    assert c.measured == 0.76 and c.spread == (0.7, 0.9)
+    assert c.passed and c.seeds_passing == 3
+    assert c.value_text == "0.76 [0.7\u20130.9]"
+    assert c.to_dict()["per_seed"] == [0.9, 0.7, 0.74, 0.89, 0.76]
+    with pytest.raises(ValueError, match="median"):
+        Claim("c", "s", 0.7, 0.8, per_seed=(0.9, 0.7, 0.8))  # a favourable seed is not the value
+    with pytest.raises(ValueError, match="one number per seed"):
+        Claim.over_seeds("c", "s", [], 0.8)
+    assert math.isnan(Claim.over_seeds("c", "s", [1.0, math.nan], 2.0).measured)
+    assert _claim(0.5).spread is None and _claim(0.5).seeds_passing is None
 
 
 def test_bad_ops_and_thresholds_are_rejected():
@@ -67,9 +93,10 @@ def test_json_round_trip_and_scorecard():
     card = r.scorecard()
     assert list(card["status"]) == ["pass", "pass"]
     assert list(card["bound"]) == ["<= 1", "in [0.35, 0.65]"]
-    assert "<table" in r._repr_html_() and "2 pass" in r._repr_html_()
+    assert "<table" in r._repr_html_() and "2 of 2 paper claims reproduce" in r._repr_html_()
+    assert d["headline"] == "2 of 2 paper claims reproduce"
     mixed = _report(_claim(0.5, name="a"), _claim(9.0, name="b"), _claim(9.0, expected=False, name="c"))
-    assert mixed.tally() == "1 pass, 1 FAIL, 1 not reproduced"
+    assert mixed.tally() == "1 of 3 paper claims reproduce; 1 expected to hold FAILED"
     assert r.claim("b").measured == 0.4
     with pytest.raises(KeyError, match="no claim"):
         r.claim("zzz")
@@ -87,4 +114,24 @@ def test_save_writes_tables_charts_and_claims(tmp_path):
 
 def test_smoke_runs_judge_no_claim():
     r = _report(_claim(9.0, name="a"), scale="smoke")
-    assert r.ok and r.claim("a").expected is False and r.claim("a").status == "not reproduced"
+    assert r.ok and r.claim("a").expected is False and r.claim("a").status == "did not reproduce"
+
+
+def test_headline_counts_only_paper_claims_and_lists_the_other_kinds():
+    r = _report(_claim(0.5, name="p1"), _claim(2.0, name="p2", expected=False),
+                _claim(0.5, name="s1", kind="sanity"), _claim(0.5, name="t1", kind="theorem"),
+                _claim(2.0, name="d1", kind="derivation", expected=False))
+    assert r.headline() == "1 of 2 paper claims reproduce"
+    assert r.tally() == ("1 of 2 paper claims reproduce; theorem checks: 1 of 1 holds; "
+                         "derivation checks: 0 of 1 holds; sanity checks: 1 of 1 holds")
+    assert [c.name for c in r.ordered_claims()] == ["p1", "p2", "t1", "d1", "s1"]
+    only_sanity = _report(_claim(0.5, name="s", kind="sanity"))
+    assert only_sanity.headline() == "no claim of the paper is checked at this scale"
+    page = r._repr_html_()
+    assert page.count("<tr>") == 1 + 5, "one header row and one row per claim: the table is compact"
+    assert "<details>" in page and "a statement" in page, "statements open from the claim's name"
+
+
+def test_pilot_thresholds_are_flagged():
+    r = _report(_claim(0.5, name="a", source="pilot"))
+    assert "<b>pilot</b>" in r._repr_html_()

@@ -1,0 +1,151 @@
+"""VR-momentum on a quadratic: the edge-of-stability toy of the VRAdam chapter (numpy).
+
+* :func:`stability_limit` (``vradam-eq-stability``) and :func:`edge_velocity` (``vradam-eq-edge``);
+* :func:`vr_momentum_quadratic`: VR-momentum on independent 1-D quadratics (Experiment A);
+* :func:`switching_radius`: the worst growth factor of two alternating gates, a numerical probe of
+  the "every gate sequence" reading of Theorem 4.1;
+* :func:`quadratic_explorer_chart` and :func:`explorer`: the chapter's live widget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from iclr_lab.core.validation import check_int, check_range
+
+if TYPE_CHECKING:
+    import altair as alt
+    import ipywidgets
+
+__all__ = ["edge_velocity", "explorer", "quadratic_explorer_chart", "stability_limit",
+           "switching_radius", "vr_momentum_quadratic"]
+
+
+def stability_limit(beta: float) -> float:
+    """``B(beta) = 2 (1 + beta) / (1 - beta)``, Eq. (1): EMA momentum with a constant step ``eta`` on
+    ``h x^2 / 2`` is stable iff ``eta h < B(beta)`` (38 for ``beta = 0.9``)."""
+    beta = check_range("beta", beta, 0, 1, high_open=True)
+    return 2.0 * (1.0 + beta) / (1.0 - beta)
+
+
+def edge_velocity(r: float | np.ndarray, beta3: float) -> np.ndarray:
+    """Predicted RMS velocity on the edge of stability, Eq. (8): ``sqrt((r - 1) / beta3)`` for
+    ``r = alpha0 h / B > 1`` (0 for ``r <= 1``, where the origin is stable)."""
+    beta3 = check_range("beta3", beta3, 0, low_open=True)
+    return np.sqrt(np.maximum(np.asarray(r, dtype=float) - 1.0, 0.0) / beta3)
+
+
+def vr_momentum_quadratic(
+    r: Sequence[float] | np.ndarray,
+    *,
+    beta: float = 0.9,
+    beta3: float = 1.0,
+    lr_cutoff: float = 19.0,
+    steps: int = 4000,
+    h: float = 1.0,
+    x0: float = 1.0,
+    blowup: float = 1e6,
+) -> dict[str, np.ndarray]:
+    """VRMomentum (Eq. (7)) on the 1-D quadratic ``f(x) = h x^2 / 2``, one run per entry of ``r``.
+
+    ``r = alpha0 h / B(beta)`` is the base step measured in units of the stability limit (Eq. (1)),
+    so ``alpha0 = r B / h``. ``beta3 = 0`` is plain EMA momentum with step ``alpha0``. A run whose
+    ``|x|`` exceeds ``blowup`` is marked diverged and its later entries are NaN.
+
+    Returns:
+        ``x``, ``v`` and ``ratio`` (``eta_t h / B``), each of shape ``(steps, len(r))``, and
+        ``diverged`` (bool, ``len(r)``).
+    """
+    r = np.atleast_1d(np.asarray(r, dtype=float))
+    check_range("beta3", beta3, 0)
+    check_range("lr_cutoff", lr_cutoff, 0)
+    check_range("h", h, 0, low_open=True)
+    steps = check_int("steps", steps, 1)
+    big_b = stability_limit(beta)
+    alpha0 = r * big_b / h
+    x = np.full(r.shape, float(x0))
+    v = np.zeros(r.shape)
+    xs, vs, ratios = (np.full((steps, r.size), np.nan) for _ in range(3))
+    alive = np.ones(r.shape, dtype=bool)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for t in range(steps):
+            v = beta * v + (1.0 - beta) * h * x
+            eta = alpha0 / (1.0 + np.minimum(beta3 * v * v, lr_cutoff))
+            x = x - eta * v
+            alive &= np.abs(x) < blowup
+            x = np.where(alive, x, 0.0)
+            v = np.where(alive, v, 0.0)
+            xs[t] = np.where(alive, x, np.nan)
+            vs[t] = np.where(alive, v, np.nan)
+            ratios[t] = np.where(alive, eta * h / big_b, np.nan)
+    return {"x": xs, "v": vs, "ratio": ratios, "diverged": ~alive}
+
+
+def switching_radius(c: float, *, beta: float = 0.9, lr_cutoff: float = 19.0,
+                     grid: int = 40) -> float:
+    """Worst per-step growth factor of two alternating gates on a 1-D quadratic.
+
+    For ``e = eta h`` the linear EMA-momentum map on ``z = (x, v)`` is
+    ``A(e) = [[1 - e (1 - beta), -e beta], [(1 - beta), beta]]`` (``h = 1``). Every single ``A(e)``
+    with ``0 < e < B`` is stable (spectral radius ``sqrt(beta)`` when complex). This returns
+    ``max sqrt(rho(A(e2) A(e1)))`` over gates ``e1, e2`` on a grid of
+    ``[c B / (1 + lr_cutoff), c B]``: a value above 1 means that *some* gate sequence inside the
+    allowed band grows without bound even though ``alpha0 h = c B < B``.
+    """
+    c = check_range("c", c, 0, low_open=True)
+    big_b = stability_limit(beta)
+    es = np.linspace(1.0 / (1.0 + lr_cutoff), 1.0, check_int("grid", grid, 2)) * c * big_b
+    mats = np.stack([np.array([[1.0 - e * (1.0 - beta), -e * beta], [1.0 - beta, beta]])
+                     for e in es])
+    prods = np.einsum("aij,bjk->abik", mats, mats).reshape(-1, 2, 2)
+    return float(np.sqrt(np.abs(np.linalg.eigvals(prods)).max()))
+
+
+def quadratic_explorer_chart(r: float = 2.0, beta3: float = 1.0, lr_cutoff: float = 19.0,
+                             steps: int = 300) -> alt.VConcatChart:
+    """"Heavier when fast": ``eta_t h / B`` and ``x_t`` for VR-momentum and plain momentum.
+
+    A pure function of its arguments (the ipywidgets explorer wraps it). Plain momentum that
+    diverges is drawn until it leaves the plot.
+    """
+    import altair as alt
+
+    vr = vr_momentum_quadratic([r], beta3=beta3, lr_cutoff=lr_cutoff, steps=steps)
+    plain = vr_momentum_quadratic([r], beta3=0.0, lr_cutoff=lr_cutoff, steps=steps)
+    t = np.arange(1, steps + 1)
+    rows = []
+    for name, run in (("VR-momentum", vr), ("plain momentum", plain)):
+        x = run["x"][:, 0]
+        rows.append(pd.DataFrame({"step": t, "method": name, "x": np.clip(x, -50, 50),
+                                  "eta h / B": run["ratio"][:, 0]}))
+    df = pd.concat(rows, ignore_index=True).dropna()
+    color = alt.Color("method:N", title=None)
+    top = alt.Chart(df).mark_line().encode(
+        x="step:Q", y=alt.Y("eta h / B:Q", title="eta_t h / B"), color=color)
+    edge = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(strokeDash=[6, 4]).encode(y="y:Q")
+    bottom = alt.Chart(df).mark_line().encode(
+        x="step:Q", y=alt.Y("x:Q", title="x_t (clipped to ±50)"), color=color)
+    title = f"r = alpha0 h / B = {r:.3g}, beta3 = {beta3:.3g}, alpha1 = {lr_cutoff:.3g}"
+    return alt.vconcat((top + edge).properties(width=440, height=150, title=title),
+                       bottom.properties(width=440, height=150))
+
+
+def explorer() -> ipywidgets.interactive:
+    """ipywidgets explorer of :func:`quadratic_explorer_chart`: sliders for ``r``, ``beta3``, ``alpha1``."""
+    import ipywidgets as widgets
+
+    from iclr_lab.core.widgets import explorer as make_explorer
+    from iclr_lab.core.widgets import log_slider, slider
+
+    return make_explorer(
+        quadratic_explorer_chart,
+        r=slider("r = alpha0 h / B", 2.0, 0.5, 25.0, 0.1),
+        beta3=log_slider("beta3", 1.0, 0.1, 100.0),
+        lr_cutoff=slider("alpha1 (lr_cutoff)", 19.0, 0.0, 30.0, 1.0),
+        steps=widgets.IntSlider(value=300, min=50, max=2000, step=50, description="steps",
+                                continuous_update=False),
+    )
