@@ -1,21 +1,34 @@
 """ipywidgets explorers: thin wrappers over pure functions of the package.
 
 In a live kernel (Jupyter, Binder, Colab) moving a control re-runs the function and redraws its
-result. On the static book page the controls render but cannot recompute; every chapter therefore
-pairs an explorer with an Altair :func:`~iclr_lab.core.charts.sweep` chart that does work statically.
+result. A static web page has no kernel, so an explorer also carries a static rendering of its
+first result (``text/html`` in its display bundle): the book shows that chart with a note on how
+to make it live, instead of sliders that cannot do anything. Every chapter pairs an explorer with an
+Altair :func:`~iclr_lab.core.charts.sweep` chart whose slider does work on the static page.
 
 Because the explorer *is* ``ipywidgets.interactive`` over a pure function, tests drive it without a
 kernel: set ``w.children[i].value`` and read ``w.result``.
+
+ipywidgets is an optional dependency (``pip install "iclr-lab[widgets]"``); importing this module
+without it raises an ``ImportError`` that says so.
 """
 
 from __future__ import annotations
 
+import html
+import math
 from collections.abc import Callable
 from typing import Any
 
-import ipywidgets as widgets
+try:
+    import ipywidgets as widgets
+except ImportError as err:  # pragma: no cover - exercised in a subprocess by the tests
+    raise ImportError(
+        "The live explorers need ipywidgets, which is not installed. Install it with "
+        "`pip install \"iclr-lab[widgets]\"` (in a notebook: `%pip install ipywidgets`), then "
+        "restart the kernel. Everything else in iclr_lab works without it.") from err
 
-__all__ = ["explorer", "log_slider", "slider"]
+__all__ = ["Explorer", "explorer", "log_slider", "slider"]
 
 _STYLE = {"description_width": "initial"}
 _LAYOUT = widgets.Layout(width="420px")
@@ -31,8 +44,6 @@ def slider(description: str, value: float, min: float, max: float, step: float) 
 def log_slider(description: str, value: float, min: float, max: float,
                steps_per_decade: int = 4) -> widgets.FloatLogSlider:
     """A labelled log-scale slider from ``min`` to ``max`` (both positive)."""
-    import math
-
     if not 0 < min < max:
         raise ValueError(f"log_slider needs 0 < min < max, got min={min}, max={max}")
     return widgets.FloatLogSlider(value=value, base=10, min=math.log10(min), max=math.log10(max),
@@ -41,13 +52,65 @@ def log_slider(description: str, value: float, min: float, max: float,
                                   readout_format=".3g")
 
 
-def explorer(fn: Callable[..., Any], **controls: widgets.ValueWidget | Any) -> widgets.interactive:
-    """``ipywidgets.interactive(fn, **controls)`` with the book's styling.
+def _control_range(w: Any) -> str:
+    """``min–max`` of a slider in its own units (a log slider stores exponents)."""
+    if isinstance(w, widgets.FloatLogSlider):
+        lo, hi = w.base ** w.min, w.base ** w.max
+    elif hasattr(w, "min") and hasattr(w, "max"):
+        lo, hi = w.min, w.max
+    else:
+        return ""
+    return f" ({lo:.4g}\u2013{hi:.4g})"
+
+
+class Explorer(widgets.interactive):
+    """``ipywidgets.interactive`` whose display bundle also holds a static HTML rendering.
+
+    A live frontend renders the widget; the book's static pages render the ``text/html`` part:
+    the first result (an Altair chart or a table) under a note that lists the controls and says how
+    to make them live.
+    """
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        bundle = dict(bundle)
+        static = _static_html(self.result)
+        if static:
+            controls = ", ".join(f"<i>{html.escape(str(c.description))}</i>{_control_range(c)}"
+                                 for c in self.children if getattr(c, "description", ""))
+            note = ("<p class='iclr-lab-explorer-note' style='font-size:0.9em;margin:0 0 4px'>"
+                    "<b>Live explorer.</b> Launch this page on Binder or Colab (the rocket icon at "
+                    f"the top) to move its controls: {controls}. Shown here: its first result.</p>")
+            bundle["text/html"] = (f"<div class='iclr-lab-explorer' style='border:1px solid #ddd;"
+                                   f"padding:6px'>{note}{static}</div>")
+        return bundle
+
+
+def _static_html(result: Any) -> str:
+    """HTML for ``result`` as a static page shows it: Altair's own loader, or a table."""
+    if result is None:
+        return ""
+    repr_bundle = getattr(result, "_repr_mimebundle_", None)
+    if callable(repr_bundle):
+        out = repr_bundle()
+        data = out[0] if isinstance(out, tuple) else out
+        if isinstance(data, dict) and "text/html" in data:
+            return str(data["text/html"])
+    repr_html = getattr(result, "_repr_html_", None)
+    if callable(repr_html):
+        return str(repr_html())
+    return f"<pre>{html.escape(repr(result))}</pre>"
+
+
+def explorer(fn: Callable[..., Any], **controls: widgets.ValueWidget | Any) -> Explorer:
+    """An :class:`Explorer`: ``ipywidgets.interactive(fn, **controls)`` with the book's styling.
 
     ``fn`` must be a pure function of the controls' values that returns something displayable
     (an Altair chart, a DataFrame). The returned widget keeps the last result in ``.result``.
     Call ``IPython.display.display(w)`` (or leave it last in a cell) to show it.
     """
-    w = widgets.interactive(fn, {"manual": False}, **controls)
+    w = Explorer(fn, {"manual": False}, **controls)
     w.layout = widgets.Layout(border="1px solid #ddd", padding="6px")
     return w
