@@ -78,7 +78,7 @@ def localise_pages(app: Sphinx, exception: Exception | None) -> None:
     for page in out.rglob("*.html"):
         text = page.read_text(encoding="utf-8")
         rel = Path(os.path.relpath(static, page.parent)).as_posix()
-        new = ALTAIR_CDN.sub(lambda m: f"{rel}/{ALTAIR_FILES[m.group(1)]}?noext", text)
+        new = ALTAIR_CDN.sub(lambda m, rel=rel: f"{rel}/{ALTAIR_FILES[m.group(1)]}?noext", text)
         new = new.replace(NPM_PLACEHOLDER, f"{rel}/npm/")
         for duplicate in THEBE_DECLARATION.findall(new)[1:]:
             new = _drop_last(new, duplicate)

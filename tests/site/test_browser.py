@@ -24,7 +24,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from sitekit import ARTEFACTS, CHAPTERS, page_of
 
 CHROMIUM = os.environ.get("ICLR_LAB_CHROMIUM") or shutil.which("chromium") or shutil.which(
