@@ -3,15 +3,24 @@
 myst-nb's ``glue`` stores a value under a key; the page then shows it with ``{glue:text}`key```
 anywhere, including *above* the cell that computed it. That is how the "paper at a glance" box at the
 top of each chapter shows the numbers measured in the "Reproduce" section at the bottom.
+
+Outside the book build (a launch notebook on Colab or Binder, see ``tools/launch_notebooks.py``)
+there is no myst-nb: :func:`glue_report` then keeps the values here, and :func:`show_markdown` and
+:func:`glued` show them where the book would have typeset them.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from iclr_lab.core.report import Report
 
-__all__ = ["glue_report"]
+__all__ = ["glue_report", "glued", "show_markdown"]
+
+#: Everything glued in this kernel: key -> value (numbers, charts, the report).
+_GLUED: dict[str, Any] = {}
+_ROLE = re.compile(r"\{glue(?::text|:md)?\}`(?P<key>[^`:]+)(?::(?P<fmt>[^`]*))?`")
 
 
 def glue_report(report: Report, **extra: Any) -> None:
@@ -22,8 +31,14 @@ def glue_report(report: Report, **extra: Any) -> None:
     ``{glue:md}`<claim>_status```). Keyword arguments glue further values (a chart to show
     above the cell that made it, say) under their names.
 
-    Outside the book build (Colab, plain Jupyter) myst-nb may be missing; then this does nothing.
+    Outside the book build (Colab, plain Jupyter) myst-nb may be missing; the values are then only
+    kept for :func:`glued` and :func:`show_markdown`.
     """
+    _GLUED["scorecard"] = report
+    for c in report.claims:
+        _GLUED[c.name] = c.measured
+        _GLUED[f"{c.name}_status"] = f"**{c.status}**"
+    _GLUED.update(extra)
     try:
         from myst_nb import glue
     except ImportError:  # running the notebook outside the book build (Colab, plain Jupyter)
@@ -36,3 +51,29 @@ def glue_report(report: Report, **extra: Any) -> None:
         glue(f"{c.name}_status", Markdown(f"**{c.status}**"), display=False)
     for key, value in extra.items():
         glue(key, value, display=False)
+
+
+def glued(key: str) -> Any:
+    """The value glued under ``key`` in this kernel (run the chapter's Reproduce section first)."""
+    if key not in _GLUED:
+        raise KeyError(f"nothing is glued under {key!r} yet: run the chapter's Reproduce section first"
+                       f" (glued so far: {sorted(_GLUED)})")
+    return _GLUED[key]
+
+
+def render_markdown(text: str) -> str:
+    """``text`` with each ``{glue:text}`key:fmt``` (and ``{glue:md}``) replaced by the glued value."""
+
+    def value(m: re.Match[str]) -> str:
+        v = glued(m.group("key"))
+        fmt = m.group("fmt")
+        return format(v, fmt) if fmt else str(v)
+
+    return _ROLE.sub(value, text)
+
+
+def show_markdown(text: str) -> Any:
+    """Display ``text`` as Markdown with its glued numbers filled in (launch notebooks call this)."""
+    from IPython.display import Markdown
+
+    return Markdown(render_markdown(text))
