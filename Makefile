@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.installed-stamp
 LAB_ARGS ?=
 export PYTHONHASHSEED := 0
 
-.PHONY: book test lint unit lab venv clean
+.PHONY: book test lint unit site launch lab venv clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,21 +27,32 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest -n 2
+	$(BIN)/python -m pytest -n 2 --ignore=tests/site --ignore=tests/launch
 
-## test: everything CI checks: ruff and mypy, the test suite, then the executed book build with -W
+## site: the built site in a real browser (headless Chromium, network cut) and as HTML; after `make book`
+site: $(STAMP)
+	bash tools/ensure_chromium.sh
+	ICLR_LAB_SITE_REQUIRED=1 $(BIN)/python -m pytest tests/site -q
+
+## launch: the chapters as readers launch them: a Binder-like and a Colab-like fresh environment
+launch: $(STAMP)
+	$(BIN)/python -m pytest tests/launch -q
+
+## test: everything CI checks: ruff and mypy, the unit tests, the executed book build with -W, the
+## built site in a browser, and the chapters launched in fresh Binder- and Colab-like environments
 test: $(STAMP)
 	@start=$$(date +%s); \
 	$(MAKE) --no-print-directory lint && \
 	$(MAKE) --no-print-directory unit && \
 	$(MAKE) --no-print-directory book && \
+	$(MAKE) --no-print-directory site && \
+	$(MAKE) --no-print-directory launch && \
 	echo "make test: all checks passed in $$(( $$(date +%s) - start )) s"
 
 ## lab: JupyterLab with the chapters opening as notebooks (jupytext)
 lab: $(STAMP)
-	$(BIN)/python -m pip install --quiet "jupyterlab>=4,<5"
 	$(BIN)/python tools/jupytext_default_viewer.py
 	$(BIN)/jupyter lab $(LAB_ARGS) $(if $(filter 0,$(shell id -u)),--allow-root) book/
 
 clean:
-	rm -rf _build .pytest_cache iclr_lab_scoreboard
+	rm -rf _build _assets .pytest_cache iclr_lab_scoreboard

@@ -1,18 +1,59 @@
-"""Checks every implemented chapter's reproduce() against the module contract (DESIGN.md section 2)."""
+"""Common checks for every chapter the registry finds, in the spirit of scikit-learn's
+``check_estimator``: the module contract of DESIGN.md section 2, run offline, plus the explorers and
+the documentation of the public API. A new chapter is checked the day its module exists."""
+
+import contextlib
+import inspect
+import ipaddress
+import math
+import socket
 
 import pandas as pd
 import pytest
 
 from iclr_lab.core.registry import chapters, load
-from iclr_lab.core.report import Claim, Report
+from iclr_lab.core.report import KINDS, SOURCES, Claim, Report
 
 SLUGS = [c.slug for c in chapters(available_only=True)]
+
+
+@contextlib.contextmanager
+def no_network():
+    """Refuse every connection that leaves the machine (loopback and Unix sockets still work, for
+    the torch.distributed chapters); any attempt to fetch at run time raises."""
+    real = socket.socket.connect
+
+    def guarded(sock, address):
+        host = address[0] if isinstance(address, tuple) else None
+        if host is not None:
+            try:
+                local = ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+            except (OSError, ValueError):
+                local = False
+            if not local:
+                raise OSError(f"network access at run time: tried to connect to {address}")
+        return real(sock, address)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(socket.socket, "connect", guarded)
+        mp.setattr(socket, "getaddrinfo", _local_only(socket.getaddrinfo))
+        yield
+
+
+def _local_only(getaddrinfo):
+    def lookup(host, *args, **kwargs):
+        if host not in (None, "localhost", "127.0.0.1", "::1", "") and not str(host).startswith("127."):
+            raise OSError(f"network access at run time: tried to resolve {host!r}")
+        return getaddrinfo(host, *args, **kwargs)
+
+    return lookup
 
 
 @pytest.fixture(scope="module", params=SLUGS)
 def runs(request):
     module = load(request.param)
-    return request.param, [module.reproduce(scale="smoke", seed=s) for s in (0, 0, 1)]
+    with no_network():
+        return request.param, [module.reproduce(scale="smoke", seed=s) for s in (0, 0, 1)]
 
 
 def test_reproduce_returns_a_well_formed_report(runs):
@@ -22,6 +63,7 @@ def test_reproduce_returns_a_well_formed_report(runs):
     assert first.tables and all(isinstance(t, pd.DataFrame) and len(t) for t in first.tables.values())
     assert first.claims and all(isinstance(c, Claim) for c in first.claims)
     assert all(c.statement and c.paper for c in first.claims), "claims say what the paper reported"
+    assert all(c.kind in KINDS and c.source in SOURCES for c in first.claims)
     assert first.seconds > 0
     for name, chart in first.charts().items():
         chart.to_dict()  # valid Vega-Lite
@@ -47,3 +89,59 @@ def test_unknown_scale_is_rejected():
     for slug in SLUGS:
         with pytest.raises(ValueError, match="scale must be one of"):
             load(slug).reproduce(scale="huge")
+
+
+def test_the_network_guard_bites():
+    with no_network(), pytest.raises(OSError, match="network access"):
+        socket.create_connection(("example.org", 80), timeout=1)
+
+
+def _explorers(module):
+    return [getattr(module, name) for name in getattr(module, "__all__", [])
+            if name == "explorer" or name.endswith("_explorer")]
+
+
+def _finite_chart(result, where):
+    """The chart is valid Vega-Lite and its data hold no NaN or infinity (Altair writes NaN as null)."""
+    if isinstance(result, pd.DataFrame):
+        numbers = result.select_dtypes("number")
+        assert numbers.notna().all().all() and numbers.apply(lambda c: c.abs() < math.inf).all().all(), where
+        return
+    spec = result.to_dict()  # validates against the Vega-Lite schema
+    datasets = dict(spec.get("datasets", {}))
+    for name, rows in datasets.items():
+        for row in rows:
+            for key, value in row.items():
+                bad = value is None or (isinstance(value, float) and not math.isfinite(value))
+                assert not bad, f"{where}: dataset {name} has {key}={value!r}"
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_explorers_work_offline_at_every_extreme_of_their_controls(slug):
+    module = load(slug)
+    explorers = _explorers(module)
+    assert explorers, f"{slug}: the chapter module exports an explorer() (DESIGN.md section 3)"
+    with no_network():
+        for make in explorers:
+            w = make()
+            _finite_chart(w.result, f"{slug}.{make.__name__} at its defaults")
+            for control in w.children:
+                if not hasattr(control, "min") or not hasattr(control, "max"):
+                    continue
+                start = control.value
+                for end in ("min", "max"):
+                    if hasattr(control, "base"):  # log slider: min/max are exponents
+                        control.value = control.base ** getattr(control, end)
+                    else:
+                        control.value = getattr(control, end)
+                    _finite_chart(w.result, f"{slug}.{make.__name__} with {control.description} at its {end}")
+                control.value = start
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_every_public_callable_has_a_docstring(slug):
+    module = load(slug)
+    names = getattr(module, "__all__", None)
+    assert names, f"{slug}: the chapter module declares its public API in __all__"
+    missing = [n for n in names if callable(getattr(module, n)) and not inspect.getdoc(getattr(module, n))]
+    assert not missing, f"{slug}: public callables without a docstring: {missing}"

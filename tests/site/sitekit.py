@@ -7,7 +7,7 @@ from pathlib import Path
 from iclr_lab.core.registry import Chapter, chapters
 
 ROOT = Path(__file__).resolve().parents[2]
-SITE = ROOT / "_build" / "html"
+SITE = Path(__import__("os").environ.get("ICLR_LAB_SITE", ROOT / "_build" / "html"))
 ARTEFACTS = ROOT / "_build" / "site-tests"
 CHAPTERS = chapters(available_only=True)
 

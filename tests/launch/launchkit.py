@@ -1,0 +1,94 @@
+"""Fresh virtual environments that stand in for Binder and Colab, and a notebook runner inside them.
+
+Each launch test builds its environment from scratch (``python -m venv``), the way a reader's Binder
+image or Colab runtime is built, so that a dependency missing from ``binder/requirements.txt`` or from
+the ``widgets`` extra fails here rather than for a reader. pip's cache keeps this to a minute or two.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Executes notebooks (args: one JSON list of [in, out] pairs) with nbclient, two at a time, and
+#: prints one JSON line per notebook. Runs with the environment's own Python.
+RUNNER = textwrap.dedent('''
+    import json, sys, time
+    from concurrent.futures import ThreadPoolExecutor
+    import nbformat
+    from nbclient import NotebookClient
+
+    def run(pair):
+        src, dst = pair
+        nb = nbformat.read(src, as_version=4)
+        start = time.perf_counter()
+        error = None
+        try:
+            NotebookClient(nb, timeout=900, kernel_name="python3",
+                           resources={"metadata": {"path": str(__import__("pathlib").Path(src).parent)}}
+                           ).execute()
+        except Exception as err:  # the test reports which notebook and which cell
+            error = f"{type(err).__name__}: {str(err)[-3000:]}"
+        nbformat.write(nb, dst)
+        return {"notebook": src, "seconds": round(time.perf_counter() - start, 1), "error": error}
+
+    pairs = json.loads(sys.argv[1])
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for result in pool.map(run, pairs):
+            print(json.dumps(result), flush=True)
+''')
+
+
+def make_venv(path: Path) -> Path:
+    """A fresh virtual environment at ``path``; returns its ``bin`` folder."""
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    bin_dir = path / "bin"
+    pip(bin_dir, "install", "--quiet", "--upgrade", "pip")
+    return bin_dir
+
+
+def pip(bin_dir: Path, *args: str) -> None:
+    out = subprocess.run([str(bin_dir / "python"), "-m", "pip", *args], capture_output=True, text=True)
+    assert out.returncode == 0, f"pip {' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+
+
+def env_for(bin_dir: Path, home: Path) -> dict[str, str]:
+    """The environment a notebook kernel of this venv sees: its own PATH, no progress bars, one
+    thread, and a private Jupyter config (nothing is written to the real home)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(bin_dir.parent),
+               ICLR_LAB_PROGRESS="0", OMP_NUM_THREADS="1", MPLBACKEND="Agg",
+               JUPYTER_CONFIG_DIR=str(home / "jupyter-config"), JUPYTER_DATA_DIR=str(home / "jupyter-data"),
+               JUPYTER_RUNTIME_DIR=str(home / "jupyter-runtime"), IPYTHONDIR=str(home / "ipython"))
+    return env
+
+
+def execute(bin_dir: Path, notebooks: list[Path], out_dir: Path, env: dict[str, str]) -> list[dict]:
+    """Execute ``notebooks`` in the venv's kernel; returns one result per notebook."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pairs = [[str(nb), str(out_dir / nb.name)] for nb in notebooks]
+    proc = subprocess.run([str(bin_dir / "python"), "-c", RUNNER, json.dumps(pairs)], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=3600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def leftover_widgets(path: Path) -> int:
+    """How many outputs of an executed notebook are progress-bar widgets (there should be none)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    count = 0
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            plain = str(data.get("text/plain", ""))
+            if "application/vnd.jupyter.widget-view+json" in data and ("HBox" in plain or "%|" in plain):
+                count += 1
+    return count

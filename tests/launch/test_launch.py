@@ -1,0 +1,84 @@
+"""The chapters as readers launch them, each in a fresh environment built the way theirs is.
+
+* **Binder**: ``binder/requirements.txt`` (the CPU wheel index line dropped: this machine cannot
+  reach it, and ``torch==2.13.0`` resolves to the same CPU build here), then ``binder/postBuild``,
+  then every chapter's launch notebook executed with nbclient.
+* **Colab**: torch preinstalled (as on Colab), the package with the ``widgets`` extra that the
+  notebook's first cell installs, then one chapter's launch notebook executed with nbclient. There
+  is no myst-nb there, so the glued text is rendered by ``iclr_lab.core.book``.
+
+Both run in ``make launch`` (part of ``make test``). They take minutes; ``make unit`` skips them.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from launchkit import ROOT, env_for, execute, leftover_widgets, make_venv, pip
+
+from iclr_lab.core.registry import chapters
+
+NOTEBOOKS = [ROOT / c.chapter_path.replace(".md", ".ipynb") for c in chapters(available_only=True)]
+
+
+def _binder_requirements(tmp: Path) -> Path:
+    lines = (ROOT / "binder" / "requirements.txt").read_text().splitlines()
+    kept = [ln for ln in lines if not ln.strip().startswith(("--extra-index-url", "--index-url"))]
+    assert len(kept) == len(lines) - 1, "binder/requirements.txt names the CPU wheel index once"
+    path = tmp / "binder-requirements.txt"
+    path.write_text("\n".join(kept) + "\n")
+    return path
+
+
+def test_binder_runtime_is_python_311():
+    assert (ROOT / "binder" / "runtime.txt").read_text().strip() == "python-3.11"
+
+
+def test_binder_environment_runs_every_chapter(tmp_path):
+    bin_dir = make_venv(tmp_path / "binder-venv")
+    pip(bin_dir, "install", "--quiet", "-r", str(_binder_requirements(tmp_path)))
+    env = env_for(bin_dir, tmp_path)
+    post = subprocess.run(["bash", str(ROOT / "binder" / "postBuild")], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    assert post.returncode == 0, post.stdout[-2000:] + post.stderr[-2000:]
+    results = execute(bin_dir, NOTEBOOKS, tmp_path / "executed", env)
+    assert len(results) == len(NOTEBOOKS)
+    for r in results:
+        print(f"binder: {Path(r['notebook']).name} executed in {r['seconds']} s")
+        assert r["error"] is None, f"{r['notebook']} failed on Binder:\n{r['error']}"
+        out = tmp_path / "executed" / Path(r["notebook"]).name
+        assert leftover_widgets(out) == 0, f"{out.name}: progress-bar widgets left in the outputs"
+
+
+def test_colab_environment_runs_a_launch_notebook(tmp_path):
+    bin_dir = make_venv(tmp_path / "colab-venv")
+    # Colab ships torch, Jupyter and its kernel; the notebook's first cell adds iclr-lab[widgets]
+    pip(bin_dir, "install", "--quiet", "torch==2.13.0", "ipykernel", "nbclient")
+    pip(bin_dir, "install", "--quiet", f"{ROOT}[widgets]")
+    env = env_for(bin_dir, tmp_path)
+    check = subprocess.run([str(bin_dir / "python"), "-c", "import myst_nb"], env=env, capture_output=True)
+    assert check.returncode != 0, "Colab has no myst-nb: the test environment must not either"
+    chosen = [nb for nb in NOTEBOOKS if "discounted_oco" in nb.name] or NOTEBOOKS[:1]
+    (result,) = execute(bin_dir, chosen, tmp_path / "executed", env)
+    assert result["error"] is None, f"{result['notebook']} failed on Colab:\n{result['error']}"
+    import nbformat
+
+    nb = nbformat.read(tmp_path / "executed" / chosen[0].name, as_version=4)
+    glued = [c for c in nb.cells if c.cell_type == "code" and "show_markdown(" in c.source]
+    assert glued, "the launch notebook renders its measured numbers in code cells"
+    for cell in glued:
+        (shown,) = [o["data"]["text/markdown"] for o in cell.outputs if "text/markdown" in o.get("data", {})]
+        assert "{glue" not in shown and re.search(r"\d", shown), "numbers filled in, no MyST role left"
+
+
+def test_install_cells_point_at_the_configured_repository():
+    import yaml
+
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"].rstrip("/")
+    for nb in NOTEBOOKS:
+        text = nb.read_text()
+        urls = set(re.findall(r"git\+(https://[^\s\"\\]+)", text))
+        assert urls == {repo}, f"{nb.name} installs from {urls}, _config.yml says {repo}"
+        assert "iclr-lab[widgets] @ git+" in text, f"{nb.name}: the install cell adds the widgets extra"
