@@ -328,7 +328,8 @@ def _find(tree: ast.AST, names: list[str]) -> ast.AST:
     node: ast.AST = tree
     for name in names:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and child.name == name:
+            named = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            if named and child.name == name:
                 node = child
                 break
         else:

@@ -3,9 +3,11 @@
 Light modules are re-exported here; the heavier helpers are imported from their own modules so that
 ``import iclr_lab.core`` never pulls in torch or Altair:
 
-* :mod:`iclr_lab.core.report`: :class:`Claim`, :class:`Report`.
+* :mod:`iclr_lab.core.report`: :class:`~iclr_lab.core.report.Claim`,
+  :class:`~iclr_lab.core.report.Report`.
 * :mod:`iclr_lab.core.registry`: the chapter table and lazy loading.
-* :mod:`iclr_lab.core.scales`: ``smoke``/``book``/``paper`` and :func:`seed_everything`.
+* :mod:`iclr_lab.core.scales`: ``smoke``/``book``/``paper`` and
+  :func:`~iclr_lab.core.scales.seed_everything`.
 * :mod:`iclr_lab.core.validation`: argument checks with helpful messages.
 * :mod:`iclr_lab.core.progress`: tqdm bars that stay silent off a terminal.
 * :mod:`iclr_lab.core.stats`: log-log slopes and seed summaries.

@@ -40,9 +40,9 @@ __all__ = ["BASELINE_COLORS", "MAX_ROWS", "METHOD_COLORS", "curves", "loglog", "
 MAX_ROWS = 5000
 WIDTH, HEIGHT = 440, 260
 
-#: The paper's method (first) and its variants: strong, warm colours used for nothing else.
+#: Colours of the paper's method (first) and its variants; strong, warm, used for nothing else.
 METHOD_COLORS = ("#d62728", "#ff7f0e", "#9e0142", "#f4a582")
-#: Baselines: muted colours that stay distinguishable from one another and recede behind the method.
+#: Colours of the baselines; muted, distinguishable from one another, receding behind the method.
 BASELINE_COLORS = ("#4c78a8", "#8c8c8c", "#72a17b", "#a48cb5", "#b7a16a", "#5b6770", "#9ecae9",
                    "#c2a5a5")
 

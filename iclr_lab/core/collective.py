@@ -15,7 +15,7 @@ and runs unchanged on two engines:
 * :func:`run_gloo` / :func:`init_from_env`: real ``torch.distributed`` processes (gloo on CPU,
   NCCL on GPUs, e.g. started by ``torchrun``).
 
-Both count the bytes each worker puts into all-reduces (:attr:`Collective.bytes_sent`), which is how
+Both count the bytes each worker puts into all-reduces (``Collective.bytes_sent``), which is how
 the chapters compare communication. For two workers the engines agree bit for bit (the test starts
 two gloo processes on loopback); for more, the order of the floating-point sum may differ.
 

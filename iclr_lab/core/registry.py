@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PARTS", "Chapter", "chapter", "chapters", "load", "reproduce"]
 
-#: Book parts, in reading order: folder name -> caption.
+#: The book's parts in reading order, as folder name -> caption.
 PARTS: dict[str, str] = {
     "optimizers": "Optimizers",
     "distributed": "Communication-efficient and asynchronous training",

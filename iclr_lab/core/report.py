@@ -157,7 +157,7 @@ class Claim:
 
     @property
     def status(self) -> str:
-        """The verdict in words: ``pass`` / ``FAIL`` for expected claims (``FAIL`` breaks the
+        """The verdict, in words. ``pass`` / ``FAIL`` for expected claims (``FAIL`` breaks the
         build), ``did not reproduce`` / ``pass (not expected)`` for claims not expected to hold."""
         if self.expected:
             return "pass" if self.passed else "FAIL"

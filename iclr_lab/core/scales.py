@@ -22,6 +22,7 @@ from iclr_lab.core.validation import check_choice, check_int
 __all__ = ["SCALES", "Scale", "check_scale", "pick", "seed_everything"]
 
 Scale = Literal["smoke", "book", "paper"]
+#: The three run sizes, smallest first.
 SCALES: tuple[Scale, ...] = ("smoke", "book", "paper")
 
 T = TypeVar("T")
