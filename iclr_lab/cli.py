@@ -30,13 +30,19 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="iclr-lab", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    from iclr_lab import __version__
+
+    p = argparse.ArgumentParser(
+        prog="iclr-lab", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run the experiments of the iclr_lab book and check each paper's claims.",
+        epilog="examples:\n  iclr-lab list\n  iclr-lab reproduce vradam --seed 3 --json\n"
+               "  iclr-lab reproduce --all --scale smoke --out runs/")
+    p.add_argument("--version", action="version", version=f"iclr-lab {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="show the chapters and which are implemented")
     r = sub.add_parser("reproduce", help="run a chapter's experiment and check its claims")
     target = r.add_mutually_exclusive_group(required=True)
-    target.add_argument("slug", nargs="?", help="chapter slug (see `iclr-lab list`)")
+    target.add_argument("slug", nargs="?", help="chapter slug (see: iclr-lab list)")
     target.add_argument("--all", action="store_true", help="run every implemented chapter")
     r.add_argument("--scale", default="book", choices=SCALES,
                    help="smoke: seconds; book: <= 90 s per chapter; paper: closer to the paper")
@@ -83,30 +89,28 @@ def _one(slug: str, args: argparse.Namespace) -> int:
 
 
 def _all(args: argparse.Namespace) -> int:
-    import pandas as pd
+    from iclr_lab.core.scoreboard import headlines, table
 
     out = args.out or Path("iclr_lab_scoreboard")
-    rows, ok = [], True
+    reports, ok = [], True
     with timed() as elapsed:
         for ch in chapters(available_only=True):
             report = run_chapter(ch.slug, scale=args.scale, seed=args.seed)
             report.save(out / ch.slug)
             ok &= report.ok
-            for c in report.claims:
-                rows.append({"slug": ch.slug, "claim": c.name, "kind": c.kind,
-                             "measured": c.measured, "bound": c.bound, "source": c.source,
-                             "expected": c.expected, "status": c.status, "paper": c.paper,
-                             "seconds": round(report.seconds, 1)})
+            reports.append(report)
             if not args.json:
                 _print_report(report)
-    board = pd.DataFrame(rows)
+    board = table(reports)
     board.to_csv(out / "scoreboard.csv", index=False)
     (out / "scoreboard.md").write_text(board.to_markdown(index=False) if _has_tabulate()
                                        else board.to_string(index=False))
     if args.json:
         print(json.dumps({"scale": args.scale, "seed": args.seed, "seconds": round(elapsed(), 3),
-                          "ok": ok, "claims": rows}))
+                          "ok": ok, "chapters": headlines(reports).to_dict("records"),
+                          "reports": [r.to_dict() for r in reports]}))
     else:
+        print(headlines(reports).to_string(index=False))
         print(f"scoreboard: {out / 'scoreboard.csv'}  ({elapsed():.0f} s, "
               f"{'all expected claims hold' if ok else 'SOME EXPECTED CLAIMS FAILED'})")
     return 0 if ok else 1

@@ -4,10 +4,13 @@ Jupyter Book 1.x executes chapters one after another. This script instead:
 
 1. clears the jupyter-cache (so nothing stale is ever shown), adds every chapter of ``_toc.yml`` that
    has code cells, and executes them in parallel (one process per core, each chapter on one thread);
+   each chapter leaves its report in ``_build/.scoreboard/`` (``ICLR_LAB_SCOREBOARD_DIR``);
 2. stops at once, printing the traceback, if any chapter fails (a failed cell or a failed claim);
-3. runs ``jupyter-book build . -W -n --keep-going`` in cache mode, which reads the executed
+3. writes the execution times next to the reports and executes the pages that collect them
+   (``book/scoreboard.md``);
+4. runs ``jupyter-book build . -W -n --keep-going`` in cache mode, which reads the executed
    notebooks instead of executing them again, and fails on any warning;
-4. prints each chapter's execution time against the 90 s budget.
+5. prints each chapter's execution time against the 90 s budget.
 
 Usage: ``python tools/build_book.py [--budget 90]`` (the Makefile's ``book`` and ``test`` targets).
 """
@@ -15,6 +18,7 @@ Usage: ``python tools/build_book.py [--budget 90]`` (the Makefile's ``book`` and
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -26,6 +30,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "_build" / ".jupyter_cache"
+SCOREBOARD = ROOT / "_build" / ".scoreboard"
+#: Pages that summarise the executed chapters: executed after them, not timed as chapters.
+SUMMARY_PAGES = {ROOT / "book" / "scoreboard.md"}
 
 
 def toc_files() -> list[Path]:
@@ -42,16 +49,19 @@ def executable(path: Path) -> bool:
     return text.startswith("---") and "kernelspec:" in text and "```{code-cell}" in text
 
 
-def execute(chapters: list[Path], timeout: int) -> dict[str, float]:
+def execute(chapters: list[Path], timeout: int, *, fresh: bool = True,
+            executor: str = "local-parallel") -> dict[str, float]:
     """Execute ``chapters`` into the cache; returns seconds per chapter; exits on the first failure."""
     from jupyter_cache import get_cache
     from jupyter_cache.executors import load_executor
 
-    shutil.rmtree(CACHE, ignore_errors=True)
+    if fresh:
+        shutil.rmtree(CACHE, ignore_errors=True)
     cache = get_cache(CACHE)
     for path in chapters:
         cache.add_nb_to_project(str(path), read_data={"name": "jupytext", "type": "plugin"})
-    result = load_executor("local-parallel", cache).run_and_cache(timeout=timeout)
+    result = load_executor(executor, cache).run_and_cache(timeout=timeout,
+                                                          filter_uris=[str(p) for p in chapters])
     failed = result.excepted + result.errored
     for record in cache.list_project_records():
         if record.uri in failed:
@@ -60,9 +70,12 @@ def execute(chapters: list[Path], timeout: int) -> dict[str, float]:
     if failed:
         sys.exit(f"{len(failed)} chapter(s) failed to execute: see the tracebacks above")
     times = {}
+    wanted = {str(p) for p in chapters}
     for record in cache.list_cache_records():
-        times[str(Path(record.uri).relative_to(ROOT))] = float(record.data["execution_seconds"])
+        if record.uri in wanted:
+            times[str(Path(record.uri).relative_to(ROOT))] = float(record.data["execution_seconds"])
     return times
+
 
 
 def main() -> None:
@@ -74,11 +87,19 @@ def main() -> None:
     # One thread per chapter: small networks run faster that way, two chapters can run side by side,
     # and float reductions are reproducible. No progress bars in executed pages.
     os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-                      PYTHONHASHSEED="0", ICLR_LAB_PROGRESS="0", MPLBACKEND="Agg")
-    chapters = [p for p in toc_files() if executable(p)]
+                      PYTHONHASHSEED="0", ICLR_LAB_PROGRESS="0", MPLBACKEND="Agg",
+                      ICLR_LAB_SCOREBOARD_DIR=str(SCOREBOARD))
+    shutil.rmtree(SCOREBOARD, ignore_errors=True)
+    pages = [p for p in toc_files() if executable(p)]
+    chapters = [p for p in pages if p not in SUMMARY_PAGES]
     start = time.perf_counter()
     print(f"executing {len(chapters)} chapter(s), {os.cpu_count()} at a time ...", flush=True)
     times = execute(chapters, args.timeout)
+    SCOREBOARD.mkdir(parents=True, exist_ok=True)
+    (SCOREBOARD / "times.json").write_text(json.dumps(times, indent=1))
+    summaries = [p for p in pages if p in SUMMARY_PAGES]
+    if summaries:
+        execute(summaries, args.timeout, fresh=False, executor="local-serial")
     executed = time.perf_counter() - start
 
     shutil.rmtree(ROOT / "_build" / "html", ignore_errors=True)

@@ -94,8 +94,11 @@ def reference_line(value: float, *, axis: str = "y", label: str = "",
     df = pd.DataFrame({axis: [value], "label": [label]})
     enc = {axis: alt.X(f"{axis}:Q") if axis == "x" else alt.Y(f"{axis}:Q")}
     rule = alt.Chart(df).mark_rule(strokeDash=[6, 4], color=color).encode(**enc)
-    text = alt.Chart(df).mark_text(align="left", dx=4, dy=-6, color=color, fontSize=11).encode(
-        text="label:N", **enc, **({"x": alt.value(4)} if axis == "y" else {"y": alt.value(8)}))
+    # a y-rule's label sits above it at the left edge; an x-rule's label to its left at the top
+    mark = (alt.MarkDef(type="text", align="left", dx=4, dy=-6, color=color, fontSize=11) if axis == "y"
+            else alt.MarkDef(type="text", align="right", dx=-4, dy=8, color=color, fontSize=11))
+    text = alt.Chart(df).mark_text(**{k: v for k, v in mark.to_dict().items() if k != "type"}).encode(
+        text="label:N", **enc, **({"x": alt.value(4)} if axis == "y" else {"y": alt.value(0)}))
     return alt.LayerChart(layer=[rule, text] if label else [rule])
 
 

@@ -130,6 +130,14 @@ class Claim:
         return cls(name, statement, _median(values), threshold, op, paper, expected, kind=kind,
                    source=source, per_seed=tuple(values))
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Claim:
+        """The claim that :meth:`to_dict` wrote (derived fields such as ``passed`` are recomputed)."""
+        thr = d["threshold"]
+        return cls(d["name"], d["statement"], d["measured"], tuple(thr) if isinstance(thr, list) else thr,
+                   d["op"], d.get("paper", ""), d.get("expected", True), kind=d.get("kind", "paper"),
+                   source=d.get("source", "prior"), per_seed=tuple(d.get("per_seed", ())))
+
     @property
     def passed(self) -> bool:
         """Whether ``measured op threshold`` holds (NaN never passes)."""

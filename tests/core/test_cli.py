@@ -25,10 +25,10 @@ def test_bad_arguments_exit_2_with_a_clear_message(capsys):
     assert exc.value.code == 2
 
 
-def _fake(passed: bool, expected: bool = True):
+def _fake(passed: bool, expected: bool = True, slug: str = "discounted_oco"):
     def reproduce(scale: str, seed: int) -> Report:
         claim = Claim("c", "x <= 1", 0.5 if passed else 2.0, 1.0, expected=expected)
-        return Report("discounted_oco", scale, seed, {"t": pd.DataFrame({"a": [1]})}, [claim])
+        return Report(slug, scale, seed, {"t": pd.DataFrame({"a": [1]})}, [claim])
 
     return SimpleNamespace(reproduce=reproduce)
 
@@ -43,10 +43,11 @@ def test_exit_status_follows_expected_claims(monkeypatch, capsys, passed, expect
 
 
 def test_all_writes_a_scoreboard(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr("iclr_lab.core.registry.load", lambda slug: _fake(True))
+    monkeypatch.setattr("iclr_lab.core.registry.load", lambda slug: _fake(True, slug=slug))
     assert cli.main(["reproduce", "--all", "--out", str(tmp_path)]) == 0
     board = pd.read_csv(tmp_path / "scoreboard.csv")
-    assert set(board.status) == {"pass"}
+    assert set(board.verdict) == {"pass"}
+    assert {"paper", "claim", "kind", "paper's number", "measured", "needed"} <= set(board.columns)
     assert list(board.slug) == [c.slug for c in chapters(available_only=True)]
     assert (tmp_path / "scoreboard.md").exists()
 
@@ -55,3 +56,16 @@ def test_python_dash_m_runs_the_same_cli():
     out = subprocess.run([sys.executable, "-m", "iclr_lab", "list"], capture_output=True,
                          text=True, check=True).stdout
     assert "discounted_oco" in out
+
+
+def test_version_and_help_read_as_plain_text(capsys):
+    from iclr_lab import __version__
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"iclr-lab {__version__}"
+    for args in (["--help"], ["reproduce", "--help"]):
+        with pytest.raises(SystemExit):
+            cli.main(args)
+        text = capsys.readouterr().out
+        assert "usage: iclr-lab" in text and "``" not in text and "`" not in text
