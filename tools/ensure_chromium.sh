@@ -3,6 +3,9 @@
 # Playwright drives this browser through executable_path; it never downloads one of its own.
 # If Chromium cannot be installed, say so loudly: the browser tests then skip with the same message.
 set -u
+if [ -n "${ICLR_LAB_CHROMIUM:-}" ] && [ -x "${ICLR_LAB_CHROMIUM}" ]; then
+  exit 0
+fi
 if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then
   exit 0
 fi
