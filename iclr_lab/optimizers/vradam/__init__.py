@@ -13,6 +13,7 @@ from iclr_lab.optimizers.vradam.experiments import (
     METHODS,
     calibrate_beta3,
     charts,
+    numbers,
     rate_run,
     reproduce,
     train_digits,
@@ -24,6 +25,7 @@ from iclr_lab.optimizers.vradam.quadratic import (
     quadratic_explorer_chart,
     stability_limit,
     switching_radius,
+    two_cycle,
     vr_momentum_quadratic,
 )
 
@@ -37,11 +39,13 @@ __all__ = [
     "edge_velocity",
     "explorer",
     "gate",
+    "numbers",
     "quadratic_explorer_chart",
     "rate_run",
     "reproduce",
     "stability_limit",
     "switching_radius",
     "train_digits",
+    "two_cycle",
     "vr_momentum_quadratic",
 ]

@@ -1,9 +1,11 @@
 """VR-momentum on a quadratic: the edge-of-stability toy of the VRAdam chapter (numpy).
 
-* :func:`stability_limit` (``vradam-eq-stability``) and :func:`edge_velocity` (``vradam-eq-edge``);
-* :func:`vr_momentum_quadratic`: VR-momentum on independent 1-D quadratics (Experiment A);
+* :func:`stability_limit` (``vradam-eq-stability``), :func:`edge_velocity` (``vradam-eq-edge``) and
+  :func:`two_cycle` (the period-2 orbits on which ``vradam-eq-edge`` is exact);
+* :func:`vr_momentum_quadratic`: VR-momentum (``vradam-eq-vrmomentum``) on independent 1-D
+  quadratics, one run per value of ``r = alpha0 h / B``;
 * :func:`switching_radius`: the worst growth factor of two alternating gates, a numerical probe of
-  the "every gate sequence" reading of Theorem 4.1;
+  the "every gate sequence" reading of the paper's Theorem 4.1 (``vradam-thm-stability``);
 * :func:`quadratic_explorer_chart` and :func:`explorer`: the chapter's live widget.
 """
 
@@ -22,21 +24,48 @@ if TYPE_CHECKING:
     import ipywidgets
 
 __all__ = ["edge_velocity", "explorer", "quadratic_explorer_chart", "stability_limit",
-           "switching_radius", "vr_momentum_quadratic"]
+           "switching_radius", "two_cycle", "vr_momentum_quadratic"]
 
 
 def stability_limit(beta: float) -> float:
-    """``B(beta) = 2 (1 + beta) / (1 - beta)``, Eq. (1): EMA momentum with a constant step ``eta`` on
-    ``h x^2 / 2`` is stable iff ``eta h < B(beta)`` (38 for ``beta = 0.9``)."""
+    """``B(beta) = 2 (1 + beta) / (1 - beta)`` (``vradam-eq-stability``): EMA momentum with a constant
+    step ``eta`` on ``h x^2 / 2`` is stable iff ``eta h < B(beta)`` (38 for ``beta = 0.9``)."""
     beta = check_range("beta", beta, 0, 1, high_open=True)
     return 2.0 * (1.0 + beta) / (1.0 - beta)
 
 
 def edge_velocity(r: float | np.ndarray, beta3: float) -> np.ndarray:
-    """Predicted RMS velocity on the edge of stability, Eq. (8): ``sqrt((r - 1) / beta3)`` for
-    ``r = alpha0 h / B > 1`` (0 for ``r <= 1``, where the origin is stable)."""
+    """The edge velocity ``sqrt((r - 1) / beta3)`` of ``vradam-eq-edge`` for ``r = alpha0 h / B``
+    (0 for ``r <= 1``, where the origin is stable).
+
+    On the symmetric two-step orbit (``1 < r <= 2``) it is ``|v_t|`` at every step; on any period-2
+    orbit it is the RMS velocity exactly (see :func:`two_cycle`).
+    """
     beta3 = check_range("beta3", beta3, 0, low_open=True)
     return np.sqrt(np.maximum(np.asarray(r, dtype=float) - 1.0, 0.0) / beta3)
+
+
+def two_cycle(r: float | np.ndarray, *, beta: float = 0.9,
+              beta3: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """A point ``(x_t, v_t)`` of the period-2 orbit of VR-momentum on ``x^2 / 2`` (``h = 1``).
+
+    For ``1 < r <= 2`` the orbit is symmetric: ``x_{t+1} = -x_t``, ``v_{t+1} = -v_t`` with
+    ``v_t^2 = (r - 1) / beta3`` and ``eta_t h = B`` at every step (``vradam-eq-edge``). For
+    ``r > 2`` it is the asymmetric orbit with ``v_{t+1} = -q v_t``,
+    ``q = (r - 1) + sqrt((r - 1)^2 - 1)``; on it the mean of ``v_t^2`` is still ``(r - 1) / beta3``.
+    The point returned is the state right after a step with velocity ``v_t > 0``. The cap
+    ``alpha1`` is assumed inactive (``beta3 v^2 <= alpha1`` on the orbit, true for ``r <= 10``
+    when ``alpha1 = 19``).
+    """
+    r = np.asarray(r, dtype=float)
+    if np.any(r <= 1):
+        raise ValueError(f"r must be > 1 (a two-step orbit exists only past the edge), got {r}")
+    beta = check_range("beta", beta, 0, 1, high_open=True)
+    beta3 = check_range("beta3", beta3, 0, low_open=True)
+    q = np.where(r <= 2.0, 1.0, (r - 1.0) + np.sqrt(np.maximum((r - 1.0) ** 2 - 1.0, 0.0)))
+    v1 = np.sqrt((2.0 * r / (1.0 + q) - 1.0) / beta3)
+    x1 = (-q * v1 - beta * v1) / (1.0 - beta)  # the x that sends v1 to the next velocity -q v1
+    return x1, v1
 
 
 def vr_momentum_quadratic(
@@ -47,14 +76,16 @@ def vr_momentum_quadratic(
     lr_cutoff: float = 19.0,
     steps: int = 4000,
     h: float = 1.0,
-    x0: float = 1.0,
+    x0: float | np.ndarray = 1.0,
+    v0: float | np.ndarray = 0.0,
     blowup: float = 1e6,
 ) -> dict[str, np.ndarray]:
-    """VRMomentum (Eq. (7)) on the 1-D quadratic ``f(x) = h x^2 / 2``, one run per entry of ``r``.
+    """VR-momentum (``vradam-eq-vrmomentum``) on ``f(x) = h x^2 / 2``, one run per entry of ``r``.
 
-    ``r = alpha0 h / B(beta)`` is the base step measured in units of the stability limit (Eq. (1)),
-    so ``alpha0 = r B / h``. ``beta3 = 0`` is plain EMA momentum with step ``alpha0``. A run whose
-    ``|x|`` exceeds ``blowup`` is marked diverged and its later entries are NaN.
+    ``r = alpha0 h / B(beta)`` is the base step in units of the stability limit
+    (``vradam-eq-stability``), so ``alpha0 = r B / h``. ``beta3 = 0`` is plain EMA momentum with step
+    ``alpha0``. ``x0`` and ``v0`` (the velocity buffer before the first step) are scalars or one value
+    per run. A run whose ``|x|`` exceeds ``blowup`` is marked diverged and its later entries are NaN.
 
     Returns:
         ``x``, ``v`` and ``ratio`` (``eta_t h / B``), each of shape ``(steps, len(r))``, and
@@ -67,8 +98,8 @@ def vr_momentum_quadratic(
     steps = check_int("steps", steps, 1)
     big_b = stability_limit(beta)
     alpha0 = r * big_b / h
-    x = np.full(r.shape, float(x0))
-    v = np.zeros(r.shape)
+    x = np.broadcast_to(np.asarray(x0, dtype=float), r.shape).copy()
+    v = np.broadcast_to(np.asarray(v0, dtype=float), r.shape).copy()
     xs, vs, ratios = (np.full((steps, r.size), np.nan) for _ in range(3))
     alive = np.ones(r.shape, dtype=bool)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -105,7 +136,7 @@ def switching_radius(c: float, *, beta: float = 0.9, lr_cutoff: float = 19.0,
     return float(np.sqrt(np.abs(np.linalg.eigvals(prods)).max()))
 
 
-def quadratic_explorer_chart(r: float = 2.0, beta3: float = 1.0, lr_cutoff: float = 19.0,
+def quadratic_explorer_chart(r: float = 2.5, beta3: float = 1.0, lr_cutoff: float = 19.0,
                              steps: int = 300) -> alt.VConcatChart:
     """"Heavier when fast": ``eta_t h / B`` and ``x_t`` for VR-momentum and plain momentum.
 
@@ -114,6 +145,8 @@ def quadratic_explorer_chart(r: float = 2.0, beta3: float = 1.0, lr_cutoff: floa
     """
     import altair as alt
 
+    from iclr_lab.core.charts import palette, reference_line
+
     vr = vr_momentum_quadratic([r], beta3=beta3, lr_cutoff=lr_cutoff, steps=steps)
     plain = vr_momentum_quadratic([r], beta3=0.0, lr_cutoff=lr_cutoff, steps=steps)
     t = np.arange(1, steps + 1)
@@ -121,17 +154,20 @@ def quadratic_explorer_chart(r: float = 2.0, beta3: float = 1.0, lr_cutoff: floa
     for name, run in (("VR-momentum", vr), ("plain momentum", plain)):
         x = run["x"][:, 0]
         rows.append(pd.DataFrame({"step": t, "method": name, "x": np.clip(x, -50, 50),
-                                  "eta h / B": run["ratio"][:, 0]}))
+                                  "gate": run["ratio"][:, 0]}))
     df = pd.concat(rows, ignore_index=True).dropna()
-    color = alt.Color("method:N", title=None)
+    color = alt.Color("method:N", title=None,
+                      scale=palette(["VR-momentum", "plain momentum"], "VR-momentum"))
     top = alt.Chart(df).mark_line().encode(
-        x="step:Q", y=alt.Y("eta h / B:Q", title="eta_t h / B"), color=color)
-    edge = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(strokeDash=[6, 4]).encode(y="y:Q")
+        x=alt.X("step:Q", title="step t"), y=alt.Y("gate:Q", title="η_t h / B"), color=color)
     bottom = alt.Chart(df).mark_line().encode(
-        x="step:Q", y=alt.Y("x:Q", title="x_t (clipped to ±50)"), color=color)
-    title = f"r = alpha0 h / B = {r:.3g}, beta3 = {beta3:.3g}, alpha1 = {lr_cutoff:.3g}"
-    return alt.vconcat((top + edge).properties(width=440, height=150, title=title),
-                       bottom.properties(width=440, height=150))
+        x=alt.X("step:Q", title="step t"), y=alt.Y("x:Q", title="x_t (clipped to ±50)"),
+        color=color)
+    title = f"r = α₀h/B = {r:.3g}, β₃ = {beta3:.3g}, α₁ = {lr_cutoff:.3g}"
+    return alt.vconcat(
+        (top + reference_line(1.0, label="edge η_t h = B")).properties(width=440, height=150,
+                                                                      title=title),
+        bottom.properties(width=440, height=150))
 
 
 def explorer() -> ipywidgets.interactive:
@@ -143,9 +179,9 @@ def explorer() -> ipywidgets.interactive:
 
     return make_explorer(
         quadratic_explorer_chart,
-        r=slider("r = alpha0 h / B", 2.0, 0.5, 25.0, 0.1),
-        beta3=log_slider("beta3", 1.0, 0.1, 100.0),
-        lr_cutoff=slider("alpha1 (lr_cutoff)", 19.0, 0.0, 30.0, 1.0),
+        r=slider("r = α₀h/B", 2.5, 0.5, 25.0, 0.05),
+        beta3=log_slider("β₃", 1.0, 0.1, 100.0),
+        lr_cutoff=slider("α₁ (lr_cutoff)", 19.0, 0.0, 30.0, 1.0),
         steps=widgets.IntSlider(value=300, min=50, max=2000, step=50, description="steps",
                                 continuous_update=False),
     )
