@@ -4,10 +4,10 @@ The chapter is ``book/optimizers/vradam.md``; equations are cited by their label
 
 * :class:`VRAdam`: AdamW whose learning rate is multiplied by a *global* gate that shrinks when the
   velocity (the first-moment buffer) is large (``vradam-eq-velocity``, ``vradam-eq-gate``,
-  ``vradam-eq-update``). It is a thin subclass of :class:`torch.optim.AdamW`: the gate is computed,
-  written into ``group["lr"]`` for the duration of AdamW's own ``step`` and then restored, so the
-  Adam arithmetic is PyTorch's and LR schedulers keep scheduling the maximal rate ``alpha0`` (stored
-  as ``lr``).
+  ``vradam-eq-update``). It subclasses :class:`torch.optim.AdamW`: ``lr`` stores the maximal rate
+  ``alpha0``, so LR schedulers, state dicts and hooks work as for AdamW, and every step performs
+  PyTorch's own Adam arithmetic with the gated rate (see :meth:`VRAdam.step` for the two ways it
+  does so; both are checked to equal ``torch.optim.AdamW`` bit for bit when the gate is off).
 * :class:`VRMomentum`: the same gate on EMA momentum without a second moment
   (``vradam-eq-vrmomentum``); the variant analysed by the paper's Theorem 4.1.
 """
@@ -25,185 +25,378 @@ from iclr_lab.core.validation import check_range
 __all__ = ["VRAdam", "VRMomentum", "gate"]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
+#: dtypes of the blocked CPU step (complex ones run on their ``view_as_real`` twins).
+_BLOCKED_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
+#: elements per view of the blocked CPU step and of the CPU gate: three or four such views of
+#: float32 (512 KiB each) stay in a 2 MiB L2 cache while every operation of the step runs over them.
+_CPU_CHUNK = 1 << 17
+#: elements per view of the gate on other devices (only to bound the temporary).
+_DEVICE_CHUNK = 1 << 24
+
+#: defaults of the VRAdam-only keys, also used for state dicts and pickles that lack them.
+_VRADAM_KEYS = {"beta3": 1.0, "lr_cutoff": 19.0, "normgrad": False}
+_PUBLIC_ATTRIBUTES = ("last_sq_norm", "last_lr_ratio", "last_lr_ratios")
 
 
 def gate(sq_norm: float, beta3: float, lr_cutoff: float) -> float:
-    """The learning-rate ratio ``eta_t / alpha0 = 1 / (1 + min(beta3 * P_t, alpha1))`` of Eq. (5).
+    """The learning-rate ratio ``eta_t / alpha0 = 1 / (1 + min(beta3 * P_t, alpha1))`` (``vradam-eq-gate``).
 
     ``sq_norm`` is ``P_t``, the squared velocity norm summed over all parameters. The ratio lies in
-    ``[1 / (1 + lr_cutoff), 1]``.
+    ``[1 / (1 + lr_cutoff), 1]``; it is exactly 1 when ``beta3 = 0`` or ``lr_cutoff = 0`` (whatever
+    ``P_t`` is, even infinite), so both switch the gate off.
     """
+    if beta3 == 0.0 or lr_cutoff == 0.0:
+        return 1.0
     return 1.0 / (1.0 + min(beta3 * sq_norm, lr_cutoff))
 
 
-def _sq_norm(tensors: list[torch.Tensor]) -> torch.Tensor | None:
-    """``sum_i ||t_i||^2`` accumulated in float64 (float32 norms for half-precision tensors)."""
-    if not tensors:
-        return None
-    if any(t.dtype in _LOW_PRECISION for t in tensors):
-        tensors = [t.float() for t in tensors]
-    norms = torch._foreach_norm(tensors)
-    device = norms[0].device
-    return torch.stack([n.to(device) for n in norms]).double().square().sum()
+# ---------------------------------------------------------------------------------------------
+# P_t, chunk by chunk
+# ---------------------------------------------------------------------------------------------
+
+def _real(t: torch.Tensor) -> torch.Tensor:
+    """``t``, or its ``view_as_real`` twin when complex (what every computation here runs on)."""
+    return torch.view_as_real(t) if t.is_complex() else t
 
 
-def _velocity_sq_norm(ms: list[torch.Tensor], gs: list[torch.Tensor], beta1: float) -> torch.Tensor:
-    """``sum_i ||beta1 m_i + (1 - beta1) g_i||^2`` without materialising the new velocity.
+def _chunk_size(t: torch.Tensor) -> int:
+    return _CPU_CHUNK if t.device.type == "cpu" else _DEVICE_CHUNK
 
-    Expands the square, ``beta1^2 ||m||^2 + 2 beta1 (1 - beta1) <m, g> + (1 - beta1)^2 ||g||^2``:
-    one fused norm over ``m`` and ``g`` plus one dot product per tensor, about three times cheaper
-    on CPU than ``_foreach_lerp`` followed by a norm (which allocates a copy of every buffer). The
-    terms are accumulated in float64 and the result is clipped at 0 (the expansion can cancel when
-    the new velocity is tiny compared with ``m``; the gate is then ~1 either way).
+
+def _chunks(t: torch.Tensor, chunk: int) -> list[torch.Tensor]:
+    """Views of ``_real(t)`` of at most ``chunk`` elements, cut at multiples of ``chunk``.
+
+    A tensor that fits in one chunk, or that is not contiguous, is its own single chunk. The blocked
+    step and the gate both cut tensors with this function, so they take norms of the same views.
     """
-    if any(t.dtype in _LOW_PRECISION for t in ms + gs):
-        ms, gs = [m.float() for m in ms], [g.float() for g in gs]
-    norms = torch._foreach_norm(ms + gs)
-    device = norms[0].device
-    sq = torch.stack([n.to(device) for n in norms]).double().square()
-    k = len(ms)
-    dots = torch.stack([torch.dot(m.reshape(-1), g.reshape(-1)).to(device)
-                        for m, g in zip(ms, gs, strict=True)]).double()
-    total = (beta1 * beta1 * sq[:k].sum() + 2.0 * beta1 * (1.0 - beta1) * dots.sum()
-             + (1.0 - beta1) ** 2 * sq[k:].sum())
-    return total.clamp_min(0.0).cpu()
+    r = _real(t)
+    n = r.numel()
+    if n <= chunk or not r.is_contiguous():
+        return [r]
+    flat = r.view(-1)
+    return [flat[s:s + chunk] for s in range(0, n, chunk)]
 
 
-def _check_common(lr: float, beta3: float, lr_cutoff: float, weight_decay: float) -> None:
-    check_range("lr", lr, 0)
-    check_range("beta3", beta3, 0)
-    check_range("lr_cutoff", lr_cutoff, 0)
-    check_range("weight_decay", weight_decay, 0)
+def _sq_norms(views: list[torch.Tensor]) -> list[torch.Tensor]:
+    """``||v||^2`` of every view, as a 0-d tensor: ``torch.dot(v, v)``.
 
+    A BLAS dot product is both faster and more precise than ``torch.linalg.vector_norm`` in float32
+    (relative error about 1e-7 against 1e-6 on a chunk of 2**17 elements). Half-precision views are
+    widened to float32 first (a temporary of one chunk).
+    """
+    out = []
+    for v in views:
+        flat = v.reshape(-1)
+        if flat.dtype in _LOW_PRECISION:
+            flat = flat.float()
+        out.append(torch.dot(flat, flat))
+    return out
+
+
+def _total(squares: list[torch.Tensor]) -> float:
+    """The sum of the squared norms, in float64."""
+    if not squares:
+        return 0.0
+    return float(torch.stack(squares).to(torch.float64).sum())
+
+
+def _velocity_sq_norm(ms: list[torch.Tensor | None], gs: list[torch.Tensor], beta1: float, *,
+                      maximize: bool = False) -> list[torch.Tensor]:
+    """Squared norms of the chunks of the *next* velocity ``lerp(m, g, 1 - beta1)``, for ``P_t``.
+
+    ``m`` is the current ``exp_avg`` (``None`` before the first step, i.e. zero) and ``g`` the
+    gradient (negated for ``maximize``). Each chunk of the new velocity is computed with the very
+    operation AdamW uses to update its buffer (``lerp``), into a temporary the size of one chunk,
+    so ``P_t`` is the squared norm of exactly the values AdamW is about to store; no full-size
+    temporary is allocated. Complex tensors are read through ``view_as_real``.
+    """
+    weight = 1.0 - beta1
+    squares: list[torch.Tensor] = []
+    for m, g in zip(ms, gs, strict=True):
+        chunk = _chunk_size(g)
+        g_chunks = _chunks(g, chunk)
+        m_chunks = _chunks(m, chunk) if m is not None else [torch.zeros_like(c) for c in g_chunks]
+        if len(m_chunks) != len(g_chunks):  # different layouts: take each tensor whole
+            m_chunks = [_real(m) if m is not None else torch.zeros_like(_real(g))]
+            g_chunks = [_real(g)]
+        for mc, gc in zip(m_chunks, g_chunks, strict=True):
+            squares += _sq_norms([torch.lerp(mc, gc.neg() if maximize else gc, weight)])
+    return squares
+
+
+# ---------------------------------------------------------------------------------------------
+# argument checks
+# ---------------------------------------------------------------------------------------------
+
+def _check_flag(name: str, value: Any, *, allow_none: bool = False) -> bool | None:
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, bool):
+        allowed = "True, False or None" if allow_none else "True or False"
+        raise TypeError(f"{name} must be {allowed}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _check_betas(betas: Any) -> tuple[float, float]:
+    try:
+        pair = tuple(betas)
+    except TypeError:
+        raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}") from None
+    if len(pair) != 2:
+        raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
+    return (check_range("betas[0]", pair[0], 0, 1, high_open=True),
+            check_range("betas[1]", pair[1], 0, 1, high_open=True))
+
+
+def _check_rates(lr: Any, beta3: Any, lr_cutoff: Any, weight_decay: Any) -> tuple[float, ...]:
+    """``lr``, ``beta3`` and ``weight_decay`` in ``[0, inf)``; ``lr_cutoff`` in ``[0, inf]``.
+
+    ``beta3 = inf`` is rejected: with ``P_t = 0`` the gate would be ``inf * 0 = nan``.
+    """
+    return (check_range("lr", lr, 0, math.inf, high_open=True),
+            check_range("beta3", beta3, 0, math.inf, high_open=True),
+            check_range("lr_cutoff", lr_cutoff, 0, math.inf),
+            check_range("weight_decay", weight_decay, 0, math.inf, high_open=True))
+
+
+def _check_group(group: dict[str, Any], checks: dict[str, Callable[[Any], Any]]) -> None:
+    """Validate the options a param group sets itself (the defaults were checked already)."""
+    for key, check in checks.items():
+        if key in group:
+            check(group[key])
+
+
+def _nonnegative(name: str) -> Callable[[Any], float]:
+    """A check of ``value in [0, inf)`` naming ``name``."""
+    return lambda value: check_range(name, value, 0, math.inf, high_open=True)
+
+
+_GROUP_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "lr": _nonnegative("lr"),
+    "beta3": _nonnegative("beta3"),
+    "lr_cutoff": lambda v: check_range("lr_cutoff", v, 0, math.inf),
+    "weight_decay": _nonnegative("weight_decay"),
+    "maximize": lambda v: _check_flag("maximize", v),
+    "foreach": lambda v: _check_flag("foreach", v, allow_none=True),
+}
+_VRADAM_GROUP_CHECKS = {**_GROUP_CHECKS,
+                        "betas": _check_betas,
+                        "eps": _nonnegative("eps"),
+                        "amsgrad": lambda v: _check_flag("amsgrad", v),
+                        "fused": lambda v: _check_flag("fused", v, allow_none=True),
+                        "normgrad": lambda v: _check_flag("normgrad", v)}
+_VRMOMENTUM_GROUP_CHECKS = {**_GROUP_CHECKS,
+                            "beta": lambda v: check_range("beta", v, 0, 1, high_open=True)}
+
+
+def _reject_sparse(name: str, param_groups: list[dict[str, Any]]) -> None:
+    for group in param_groups:
+        for p in group["params"]:
+            if p.grad is not None and p.grad.is_sparse:
+                raise RuntimeError(f"{name} does not support sparse gradients; use dense gradients "
+                                   "(e.g. nn.Embedding(sparse=False)) or torch.optim.SparseAdam")
+
+
+# The gate's record (``last_sq_norm``, ``last_lr_ratio``, ``last_lr_ratios``): plain attributes that
+# ``copy.deepcopy`` and pickling must keep. ``torch.optim.Optimizer.__getstate__`` keeps only
+# ``defaults``, ``state`` and ``param_groups``, so both classes add the record to it, and fill it in
+# for pickles made without it.
+
+def _reset_record(opt: torch.optim.Optimizer, *, only_missing: bool = False) -> None:
+    fresh: dict[str, Any] = {"last_sq_norm": math.nan, "last_lr_ratio": 1.0,
+                             "last_lr_ratios": [1.0] * len(opt.param_groups)}
+    for key, value in fresh.items():
+        if not only_missing or key not in opt.__dict__:
+            setattr(opt, key, value)
+
+
+def _record(opt: torch.optim.Optimizer, sq_norm: float, ratios: list[float]) -> None:
+    opt.__dict__.update(last_sq_norm=sq_norm, last_lr_ratios=ratios, last_lr_ratio=ratios[0])
+
+
+def _note_new_group(opt: torch.optim.Optimizer) -> None:
+    """A group added after construction has had no step yet: its ratio is 1.0, as before any step."""
+    if "last_lr_ratios" in opt.__dict__:
+        opt.__dict__["last_lr_ratios"] = [*opt.__dict__["last_lr_ratios"], 1.0]
+
+
+def _with_record(opt: torch.optim.Optimizer, state: dict[str, Any]) -> dict[str, Any]:
+    return {**state, **{key: opt.__dict__[key] for key in _PUBLIC_ATTRIBUTES if key in opt.__dict__}}
+
+
+# ---------------------------------------------------------------------------------------------
+# VRAdam
+# ---------------------------------------------------------------------------------------------
 
 class VRAdam(torch.optim.AdamW):
-    r"""Velocity-Regularized Adam: AdamW with the global velocity gate of Eq. (5).
+    r"""Velocity-Regularized Adam: AdamW with the global velocity gate (``vradam-eq-gate``).
 
     At step ``t``, with ``v_t = beta1 v_{t-1} + (1 - beta1) g_t`` the (raw, not bias-corrected)
-    first moment of Eq. (4) and ``P_t = sum over all parameters of ||v_t||^2``, the step uses
+    first moment (``vradam-eq-velocity``) and ``P_t = sum over all parameters of ||v_t||^2``, the step uses
 
         eta_t = lr / (1 + min(beta3 * P_t, lr_cutoff))
 
-    in place of AdamW's ``lr``, for both the Adam step and the decoupled weight decay (Eq. (6)).
-    ``P_t`` is computed from the buffer's *next* value before AdamW updates it, then
-    :meth:`torch.optim.AdamW.step` runs with ``group["lr"]`` temporarily set to ``eta_t``.
+    in place of AdamW's ``lr``, for both the Adam step and the decoupled weight decay (``vradam-eq-update``).
+    Everything else is :class:`torch.optim.AdamW`, with the same positional arguments, so
+    ``VRAdam(params)`` with ``beta3=0`` (or ``lr_cutoff=0``) *is* ``AdamW(params)``, bit for bit.
 
     Implementation choices (see the chapter's "Implementation choice" box):
 
     * ``P_t`` is summed over **all** param groups (the official code sums per group; with one group
       the two agree). ``beta3`` and ``lr_cutoff`` are per-group keys applied to the global ``P_t``.
+    * ``P_t`` is the squared norm of the buffer AdamW stores, computed from the same ``lerp``.
     * ``lr`` stores the maximal rate ``alpha0``, so LR schedulers scale ``alpha0`` and the gate acts on
       top of the schedule.
     * ``normgrad=True`` reproduces the option of the original code: ``P_t = sum ||g_t||^2`` (the raw
       minibatch gradient) instead of the velocity.
+    * Complex parameters are treated as their ``torch.view_as_real`` twins, as AdamW treats them.
+
+    Defaults, and where they come from:
+
+    * ``lr=1e-3``, ``betas=(0.9, 0.999)``, ``eps=1e-8``, ``amsgrad=False``, ``maximize=False``:
+      :class:`torch.optim.AdamW`'s, which are also the authors' (both of their files).
+    * ``weight_decay=0.01``: AdamW's default (and the authors' README example), so that VRAdam is a
+      drop-in replacement for ``torch.optim.AdamW``. The authors' current class (``vradam.py``)
+      defaults to ``1e-5``, their older ``VRADAM.py`` to 0.
+    * ``beta3=1``: both of the authors' files; the paper fixes ``beta3 = 1`` in its experiments.
+    * ``lr_cutoff=19`` (smallest rate ``lr / 20``): the authors' older ``VRADAM.py``, and the value
+      the chapter uses throughout. Their current ``vradam.py`` uses 10. The paper's text defines
+      ``alpha1`` only through the smallest rate ``alpha0 / (1 + alpha1)`` and fixes no default.
+    * ``normgrad=False``: the paper (the velocity) and ``vradam.py``; ``VRADAM.py`` used True.
+    * ``foreach=None``: on CPU, float32/float64 (and complex) parameters take the blocked step
+      below; elsewhere AdamW chooses, as it does for itself.
 
     Args:
         params: parameters or param groups, as for any ``torch.optim`` optimizer.
         lr: maximal learning rate ``alpha0`` (>= 0).
         betas: ``(beta1, beta2)``, each in [0, 1).
-        beta3: velocity penalty (>= 0); ``beta3 = 0`` is exactly AdamW.
-        lr_cutoff: cap ``alpha1`` on the penalty (>= 0, ``inf`` allowed); the smallest rate is
-            ``lr / (1 + lr_cutoff)``; ``lr_cutoff = 0`` is exactly AdamW.
         eps: AdamW's epsilon (>= 0), added after the square root.
         weight_decay: decoupled weight decay (>= 0), multiplied by the gated rate.
+        amsgrad: AdamW's AMSGrad variant.
+        beta3: velocity penalty (>= 0, finite); ``beta3 = 0`` is exactly AdamW.
+        lr_cutoff: cap ``alpha1`` on the penalty (>= 0, ``inf`` allowed); the smallest rate is
+            ``lr / (1 + lr_cutoff)``; ``lr_cutoff = 0`` is exactly AdamW.
         normgrad: penalise ``||g_t||^2`` instead of ``||v_t||^2`` (original-code variant).
-        foreach: passed to AdamW (``None`` lets PyTorch choose).
+        maximize: maximise the objective, as in AdamW.
+        foreach: ``False`` runs AdamW's for-loop step; ``None`` or ``True`` the blocked step on CPU.
+        fused: run AdamW's fused kernel (the gate is computed first, as for ``foreach=False``).
 
     Attributes:
         last_sq_norm: ``P_t`` of the last step (``nan`` before the first step).
         last_lr_ratio: ``eta_t / lr`` of the first param group at the last step (1.0 before).
-        last_lr_ratios: the same ratio for every param group.
+        last_lr_ratios: the same ratio for every param group (1.0 for a group added since).
     """
+
+    last_sq_norm: float
+    last_lr_ratio: float
+    last_lr_ratios: list[float]
 
     def __init__(
         self,
         params: Iterable[torch.Tensor] | Iterable[dict[str, Any]],
         lr: float = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
-        beta3: float = 1.0,
-        lr_cutoff: float = 19.0,
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
+        weight_decay: float = 1e-2,
+        amsgrad: bool = False,
         *,
+        beta3: float = _VRADAM_KEYS["beta3"],
+        lr_cutoff: float = _VRADAM_KEYS["lr_cutoff"],
         normgrad: bool = False,
+        maximize: bool = False,
         foreach: bool | None = None,
+        fused: bool | None = None,
     ) -> None:
-        _check_common(lr, beta3, lr_cutoff, weight_decay)
-        if len(betas) != 2:
-            raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
-        b1 = check_range("betas[0]", betas[0], 0, 1, high_open=True)
-        b2 = check_range("betas[1]", betas[1], 0, 1, high_open=True)
-        check_range("eps", eps, 0)
-        extra = {"beta3": float(beta3), "lr_cutoff": float(lr_cutoff), "normgrad": bool(normgrad)}
-        super().__init__(params, lr=float(lr), betas=(b1, b2), eps=float(eps),
-                         weight_decay=float(weight_decay), foreach=foreach)
-        self.defaults.update(extra)
-        for group in self.param_groups:
+        lr, beta3, lr_cutoff, weight_decay = _check_rates(lr, beta3, lr_cutoff, weight_decay)
+        b1, b2 = _check_betas(betas)
+        eps = check_range("eps", eps, 0, math.inf, high_open=True)
+        for name, flag in (("amsgrad", amsgrad), ("normgrad", normgrad), ("maximize", maximize)):
+            _check_flag(name, flag)
+        _check_flag("foreach", foreach, allow_none=True)
+        _check_flag("fused", fused, allow_none=True)
+        if foreach and fused:
+            raise ValueError("foreach and fused cannot both be True")
+        # read by add_param_group while torch.optim.Optimizer.__init__ adds the groups
+        self._vr_defaults = {"beta3": beta3, "lr_cutoff": lr_cutoff, "normgrad": normgrad}
+        super().__init__(params, lr=lr, betas=(b1, b2), eps=eps, weight_decay=weight_decay,
+                         amsgrad=amsgrad, maximize=maximize, foreach=foreach, fused=fused)
+        self.defaults.update(self.__dict__.pop("_vr_defaults"))
+        # The gate reads the gradients, so a GradScaler must unscale them before step().
+        self._step_supports_amp_scaling = False
+        _reset_record(self)
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a param group (as :meth:`torch.optim.Optimizer.add_param_group`), checking its options."""
+        if isinstance(param_group, dict):
+            _check_group(param_group, _VRADAM_GROUP_CHECKS)
+            extra = self.__dict__.get("_vr_defaults") or {k: self.defaults[k] for k in _VRADAM_KEYS}
             for key, value in extra.items():
-                group.setdefault(key, value)
-        self.last_sq_norm: float = math.nan
-        self.last_lr_ratio: float = 1.0
-        self.last_lr_ratios: list[float] = [1.0] * len(self.param_groups)
+                param_group.setdefault(key, value)
+        super().add_param_group(param_group)
+        _note_new_group(self)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return _with_record(self, super().__getstate__())
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
+        # A state dict (or pickle) without the VRAdam keys gets this optimizer's own defaults.
+        own = {key: self.defaults.setdefault(key, default) for key, default in _VRADAM_KEYS.items()}
         for group in self.param_groups:
-            group.setdefault("beta3", 1.0)
-            group.setdefault("lr_cutoff", 19.0)
-            group.setdefault("normgrad", False)
+            for key, value in own.items():
+                group.setdefault(key, value)
+        _reset_record(self, only_missing=True)
 
     @torch.no_grad()
     def velocity_sq_norm(self) -> float:
-        """``P_t`` of Eq. (5) for the gradients now in ``.grad``, without changing any state.
+        """``P_t`` (``vradam-eq-gate``) for the gradients now in ``.grad``, without changing any state.
 
         For each parameter with a gradient this is ``||beta1 m + (1 - beta1) g||^2`` where ``m`` is
         the current ``exp_avg`` (zero before the first step), i.e. the buffer AdamW is about to
         write; with ``normgrad`` it is ``||g||^2``. Summed over all param groups, in float64.
         """
-        total = torch.zeros((), dtype=torch.float64)
+        _reject_sparse("VRAdam", self.param_groups)
+        squares: list[torch.Tensor] = []
         for group in self.param_groups:
-            beta1 = group["betas"][0]
-            sign = -1.0 if group.get("maximize", False) else 1.0
-            fresh, ms, gs = [], [], []
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                g = p.grad if sign > 0 else -p.grad
-                m = self.state[p].get("exp_avg") if p in self.state else None
-                if group["normgrad"]:
-                    fresh.append(g)
-                elif m is None:
-                    fresh.append(g)  # exp_avg = 0, so v = (1 - beta1) g
-                else:
-                    ms.append(m)
-                    gs.append(g)
-            scale = 1.0 if group["normgrad"] else (1.0 - beta1) ** 2
-            part = _sq_norm(fresh)
-            if part is not None:
-                total = total + scale * part.cpu()
-            if ms:
-                total = total + _velocity_sq_norm(ms, gs, beta1)
-        return float(total)
+            with_grad = [p for p in group["params"] if p.grad is not None]
+            grads = [p.grad for p in with_grad if p.grad is not None]
+            if group["normgrad"]:
+                for g in grads:
+                    squares += _sq_norms(_chunks(g, _chunk_size(g)))
+            else:
+                ms = [self.state[p].get("exp_avg") if p in self.state else None for p in with_grad]
+                squares += _velocity_sq_norm(ms, grads, group["betas"][0], maximize=group["maximize"])
+        return _total(squares)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """One VRAdam step: compute the gate of Eq. (5), then run AdamW's own step with it."""
+        """One VRAdam step: compute the gate (``vradam-eq-gate``), then take AdamW's step with it.
+
+        On CPU (float32/float64 parameters, ``foreach`` not False) the step runs PyTorch's foreach
+        Adam operations in cache-sized blocks, moments first, so that ``P_t`` is read from the new
+        buffer while it is in cache, then the parameter update with the gated rate: the same
+        operations on the same values as ``torch.optim.AdamW(foreach=True)``. Otherwise ``P_t`` is
+        computed first (:meth:`velocity_sq_norm`) and :meth:`torch.optim.AdamW.step` runs with
+        ``group["lr"]`` set to ``eta_t`` and then restored.
+        """
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        sq_norm = self.velocity_sq_norm()
-        alphas = [group["lr"] for group in self.param_groups]
-        ratios = [gate(sq_norm, group["beta3"], group["lr_cutoff"]) for group in self.param_groups]
-        try:
-            for group, alpha0, ratio in zip(self.param_groups, alphas, ratios, strict=True):
-                group["lr"] = alpha0 * ratio
-            _adamw_step(self)
-        finally:
-            for group, alpha0 in zip(self.param_groups, alphas, strict=True):
-                group["lr"] = alpha0
-        self.last_sq_norm = sq_norm
-        self.last_lr_ratios = ratios
-        self.last_lr_ratio = ratios[0]
+        _reject_sparse("VRAdam", self.param_groups)
+        if _blocked_step_applies(self):
+            sq_norm, ratios = _blocked_adamw_step(self)
+        else:
+            sq_norm = self.velocity_sq_norm()
+            ratios = [gate(sq_norm, group["beta3"], group["lr_cutoff"]) for group in self.param_groups]
+            alphas = [group["lr"] for group in self.param_groups]
+            try:
+                for group, alpha0, ratio in zip(self.param_groups, alphas, ratios, strict=True):
+                    group["lr"] = alpha0 * ratio
+                _adamw_step(self)
+            finally:
+                for group, alpha0 in zip(self.param_groups, alphas, strict=True):
+                    group["lr"] = alpha0
+        _record(self, sq_norm, ratios)
         return loss
 
 
@@ -219,19 +412,162 @@ def _adamw_step(opt: torch.optim.AdamW) -> None:
     step(opt)
 
 
+def _is_compiling() -> bool:
+    check = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return bool(check()) if check is not None else False
+
+
+def _blocked_step_applies(opt: VRAdam) -> bool:
+    """Whether :func:`_blocked_adamw_step` reproduces ``AdamW(foreach=True)`` for this step."""
+    if _is_compiling() or getattr(opt, "grad_scale", None) is not None \
+            or getattr(opt, "found_inf", None) is not None:
+        return False
+    for group in opt.param_groups:
+        if group["foreach"] is False or group.get("fused") or group.get("capturable") \
+                or group.get("differentiable") or not group.get("decoupled_weight_decay", True):
+            return False
+        if not all(isinstance(x, float | int) for x in (group["lr"], *group["betas"])):
+            return False
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            if p.device.type != "cpu" or p.dtype not in _BLOCKED_DTYPES or g.dtype != p.dtype \
+                    or not (p.is_contiguous() and g.is_contiguous()):
+                return False
+            state = opt.state.get(p)
+            if state and not all(t.is_contiguous() for t in state.values() if t.dim() > 0):
+                return False
+    return True
+
+
+def _blocks(lists: list[list[torch.Tensor]], chunk: int) -> list[tuple[list[list[torch.Tensor]], list[int]]]:
+    """Cut parallel lists of tensors (one entry per parameter) into blocks of about ``chunk`` elements.
+
+    Each block holds, for every list, the same :func:`_chunks` views, plus the index of the
+    parameter each view belongs to. Small tensors share a block.
+    """
+    out: list[tuple[list[list[torch.Tensor]], list[int]]] = []
+    views: list[list[torch.Tensor]] = [[] for _ in lists]
+    owner: list[int] = []
+    filled = 0
+    for i in range(len(lists[0])):
+        pieces = [_chunks(lst[i], chunk) for lst in lists]
+        for j in range(len(pieces[0])):
+            for acc, piece in zip(views, pieces, strict=True):
+                acc.append(piece[j])
+            owner.append(i)
+            filled += pieces[0][j].numel()
+            if filled >= chunk:
+                out.append((views, owner))
+                views, owner, filled = [[] for _ in lists], [], 0
+    if owner:
+        out.append((views, owner))
+    return out
+
+
+_ONE = torch.tensor(1.0)
+
+
+@torch.no_grad()
+def _blocked_adamw_step(opt: VRAdam) -> tuple[float, list[float]]:
+    """The CPU step: ``torch.optim.AdamW(foreach=True)``'s operations, in blocks, gate in between.
+
+    Phase 1, block by block: the moment updates of ``_multi_tensor_adam`` (``lerp_`` of ``exp_avg``,
+    ``mul_`` and ``addcmul_`` of ``exp_avg_sq``), then the norm of the new ``exp_avg`` (or of the
+    gradient, for ``normgrad``) while the block is still in cache. Then the gate. Phase 2, block by
+    block: the decoupled weight decay and the parameter update (``sqrt``, ``div_``, ``add_``,
+    ``addcdiv_``) with the gated rate. The operations are AdamW's, with the same scalars, on the
+    same values (none of them mixes elements, so cutting tensors into views changes no bit); the
+    order only moves the weight decay after the moments, which touch other tensors. Temporaries
+    (the denominator, the negated gradient for ``maximize``) are one block in size.
+    """
+    squares: list[torch.Tensor] = []
+    work = []
+    for group in opt.param_groups:
+        params: list[torch.Tensor] = []
+        grads: list[torch.Tensor] = []
+        exp_avgs: list[torch.Tensor] = []
+        exp_avg_sqs: list[torch.Tensor] = []
+        max_exp_avg_sqs: list[torch.Tensor] = []
+        steps: list[torch.Tensor] = []
+        opt._init_group(group, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps)
+        if not params:
+            continue
+        torch._foreach_add_(steps, _ONE, alpha=1.0)
+        lists = [params, grads, exp_avgs, exp_avg_sqs]
+        if group["amsgrad"]:
+            lists.append(max_exp_avg_sqs)
+        blocks = _blocks(lists, _CPU_CHUNK)
+        beta1, beta2 = group["betas"]
+        for (_p, g_, m_, v_, *_), _owner in blocks:
+            d_ = torch._foreach_neg(g_) if group["maximize"] else g_
+            torch._foreach_lerp_(m_, d_, 1 - beta1)
+            torch._foreach_mul_(v_, beta2)
+            torch._foreach_addcmul_(v_, d_, d_, 1 - beta2)
+            squares += _sq_norms(g_ if group["normgrad"] else m_)
+        work.append((group, steps, blocks))
+    sq_norm = _total(squares)
+    ratios = [gate(sq_norm, group["beta3"], group["lr_cutoff"]) for group in opt.param_groups]
+    ratio_of = {id(group): ratio for group, ratio in zip(opt.param_groups, ratios, strict=True)}
+    for group, steps, blocks in work:
+        lr = group["lr"] * ratio_of[id(group)]
+        beta1, beta2 = group["betas"]
+        weight_decay, eps = group["weight_decay"], group["eps"]
+        counts = [s.item() for s in steps]
+        step_size = [(lr / (1 - beta1 ** n)) * -1 for n in counts]
+        bias_correction2_sqrt = [(1 - beta2 ** n) ** 0.5 for n in counts]
+        for (p_, _g, m_, v_, *max_v), owner in blocks:
+            if weight_decay != 0:
+                torch._foreach_mul_(p_, 1 - lr * weight_decay)
+            if max_v:
+                torch._foreach_maximum_(max_v[0], v_)
+            denom = torch._foreach_sqrt(max_v[0] if max_v else v_)
+            torch._foreach_div_(denom, [bias_correction2_sqrt[i] for i in owner])
+            torch._foreach_add_(denom, eps)
+            torch._foreach_addcdiv_(p_, m_, denom, [step_size[i] for i in owner])
+    return sq_norm, ratios
+
+
+# ---------------------------------------------------------------------------------------------
+# VRMomentum
+# ---------------------------------------------------------------------------------------------
+
 class VRMomentum(torch.optim.Optimizer):
-    r"""Velocity-regularized EMA momentum, Eq. (7): the variant analysed by Theorem 4.1.
+    r"""Velocity-regularized EMA momentum (``vradam-eq-vrmomentum``): the variant analysed by
+    Theorem 4.1 (``vradam-thm-stability``).
 
         v_t = beta v_{t-1} + (1 - beta) g_t,
         eta_t = lr / (1 + min(beta3 * sum ||v_t||^2, lr_cutoff)),
         theta_t = theta_{t-1} (1 - eta_t weight_decay) - eta_t v_t.
 
     With ``lr_cutoff = inf`` every step obeys ``||theta_t - theta_{t-1}|| <= lr / (2 sqrt(beta3))``
-    (without weight decay), Eq. (9). ``beta3 = 0`` is plain EMA momentum.
+    (without weight decay), ``vradam-eq-stepbound``. ``beta3 = 0`` is plain EMA momentum.
+
+    Defaults: ``beta = 0.9``, ``beta3 = 1`` and ``lr_cutoff = 19`` as for :class:`VRAdam`;
+    ``weight_decay = 0`` because ``vradam-eq-vrmomentum`` has none; ``lr = 1e-2`` as in the
+    package's first version (the theory fixes no rate).
+
+    Args:
+        params: parameters or param groups.
+        lr: maximal learning rate ``alpha0`` (>= 0).
+        beta: EMA coefficient in [0, 1).
+        beta3: velocity penalty (>= 0, finite).
+        lr_cutoff: cap on the penalty (>= 0, ``inf`` allowed).
+        weight_decay: decoupled weight decay (>= 0), multiplied by the gated rate.
+        maximize: maximise the objective (the velocity averages ``-g``).
+        foreach: ``False`` updates one tensor at a time; ``None`` or ``True`` uses foreach kernels.
+            Both give the same numbers.
 
     Attributes:
-        last_sq_norm, last_lr_ratio, last_lr_ratios: as for :class:`VRAdam`.
+        last_sq_norm: ``P_t`` of the last step (``nan`` before the first step).
+        last_lr_ratio: ``eta_t / lr`` of the first param group at the last step (1.0 before).
+        last_lr_ratios: the same ratio for every param group (1.0 for a group added since).
     """
+
+    last_sq_norm: float
+    last_lr_ratio: float
+    last_lr_ratios: list[float]
 
     def __init__(
         self,
@@ -241,54 +577,84 @@ class VRMomentum(torch.optim.Optimizer):
         beta3: float = 1.0,
         lr_cutoff: float = 19.0,
         weight_decay: float = 0.0,
+        *,
+        maximize: bool = False,
+        foreach: bool | None = None,
     ) -> None:
-        _check_common(lr, beta3, lr_cutoff, weight_decay)
-        check_range("beta", beta, 0, 1, high_open=True)
-        defaults = {"lr": float(lr), "beta": float(beta), "beta3": float(beta3),
-                    "lr_cutoff": float(lr_cutoff), "weight_decay": float(weight_decay)}
+        lr, beta3, lr_cutoff, weight_decay = _check_rates(lr, beta3, lr_cutoff, weight_decay)
+        beta = check_range("beta", beta, 0, 1, high_open=True)
+        _check_flag("maximize", maximize)
+        _check_flag("foreach", foreach, allow_none=True)
+        defaults = {"lr": lr, "beta": beta, "beta3": beta3, "lr_cutoff": lr_cutoff,
+                    "weight_decay": weight_decay, "maximize": maximize, "foreach": foreach}
         super().__init__(params, defaults)
-        self.last_sq_norm: float = math.nan
-        self.last_lr_ratio: float = 1.0
-        self.last_lr_ratios: list[float] = [1.0] * len(self.param_groups)
+        _reset_record(self)
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a param group (as :meth:`torch.optim.Optimizer.add_param_group`), checking its options."""
+        if isinstance(param_group, dict):
+            _check_group(param_group, _VRMOMENTUM_GROUP_CHECKS)
+        super().add_param_group(param_group)
+        _note_new_group(self)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return _with_record(self, super().__getstate__())
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        # Options missing from a state dict (or an older pickle) take this optimizer's own defaults.
+        self.defaults.setdefault("maximize", False)
+        self.defaults.setdefault("foreach", None)
+        own = {k: v for k, v in self.defaults.items() if k != "differentiable"}  # that one is torch's
+        for group in self.param_groups:
+            for key, value in own.items():
+                group.setdefault(key, value)
+        _reset_record(self, only_missing=True)
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """One VRMomentum step, Eq. (7)."""
+        """One VRMomentum step (``vradam-eq-vrmomentum``)."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        work: list[tuple[list[torch.Tensor], list[torch.Tensor]]] = []
-        total = torch.zeros((), dtype=torch.float64)
+        _reject_sparse("VRMomentum", self.param_groups)
+        work: list[tuple[dict[str, Any], list[torch.Tensor], list[torch.Tensor]]] = []
+        squares: list[torch.Tensor] = []
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             if not params:
-                work.append(([], []))
                 continue
             bufs = []
             for p in params:
                 state = self.state[p]
                 if "velocity" not in state:
                     state["velocity"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                bufs.append(state["velocity"])
-            torch._foreach_lerp_(bufs, [p.grad for p in params], 1.0 - group["beta"])
-            part = _sq_norm(bufs)
-            assert part is not None  # params is non-empty, so bufs is too
-            total = total + part.cpu()
-            work.append((params, bufs))
-        sq_norm = float(total)
-        ratios = []
-        for group, (params, bufs) in zip(self.param_groups, work, strict=True):
-            ratio = gate(sq_norm, group["beta3"], group["lr_cutoff"])
-            ratios.append(ratio)
-            if not params:
-                continue
-            eta = group["lr"] * ratio
-            if group["weight_decay"]:
-                torch._foreach_mul_(params, 1.0 - eta * group["weight_decay"])
-            torch._foreach_add_(params, bufs, alpha=-eta)
-        self.last_sq_norm = sq_norm
-        self.last_lr_ratios = ratios
-        self.last_lr_ratio = ratios[0]
+                bufs.append(_real(state["velocity"]))
+            grads = [_real(p.grad) for p in params if p.grad is not None]
+            if group["maximize"]:
+                grads = list(torch._foreach_neg(grads))
+            weight = 1.0 - group["beta"]
+            if group["foreach"] is False:
+                for buf, g in zip(bufs, grads, strict=True):
+                    buf.lerp_(g, weight)
+            else:
+                torch._foreach_lerp_(bufs, grads, weight)
+            squares += _sq_norms(bufs)
+            work.append((group, [_real(p) for p in params], bufs))
+        sq_norm = _total(squares)
+        ratios = [gate(sq_norm, group["beta3"], group["lr_cutoff"]) for group in self.param_groups]
+        ratio_of = {id(group): ratio for group, ratio in zip(self.param_groups, ratios, strict=True)}
+        for group, params, bufs in work:
+            eta = group["lr"] * ratio_of[id(group)]
+            if group["foreach"] is False:
+                for p, buf in zip(params, bufs, strict=True):
+                    if group["weight_decay"]:
+                        p.mul_(1.0 - eta * group["weight_decay"])
+                    p.add_(buf, alpha=-eta)
+            else:
+                if group["weight_decay"]:
+                    torch._foreach_mul_(params, 1.0 - eta * group["weight_decay"])
+                torch._foreach_add_(params, bufs, alpha=-eta)
+        _record(self, sq_norm, ratios)
         return loss
-
