@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 
     from iclr_lab.core.report import Claim, Report
 
-__all__ = ["SIZES", "charts", "dnp_trace_chart", "explorer", "fixed_step_grid", "reproduce",
-           "two_scale_stream", "worst_regret"]
+__all__ = ["SIZES", "charts", "dnp_trace_chart", "explorer", "fixed_step_grid", "numbers",
+           "reproduce", "two_scale_stream", "worst_regret"]
 
 #: Experiment 3 plays on W = [-1, 1] with |w - y_t|: diameter D = 2, Lipschitz constant G = 1.
 D, G = 2.0, 1.0
@@ -141,7 +141,7 @@ class _Sizes:
 SIZES = {
     "smoke": _Sizes(seeds=2, T1=4000, ns1=(10, 30, 100, 300), T2=3000, dnp_ns=(30, 100),
                     T3=4096, half_period=50, ns3=(16, 64, 256, 1024)),
-    "book": _Sizes(seeds=5, T1=50_000, ns1=(10, 30, 100, 300, 1000, 3000), T2=20_000,
+    "book": _Sizes(seeds=3, T1=50_000, ns1=(10, 30, 100, 300, 1000, 3000), T2=20_000,
                    dnp_ns=(100, 1000), T3=32_768, half_period=100,
                    ns3=(16, 64, 256, 1024, 4096)),
     "paper": _Sizes(seeds=5, T1=200_000, ns1=(10, 30, 100, 300, 1000, 3000, 10_000), T2=50_000,
@@ -492,6 +492,63 @@ def _claims(tables: dict[str, pd.DataFrame], sz: _Sizes) -> list[Claim]:
             "regret)", _per_seed(worst, _min_positive), 0.0, ">",
             paper="(design of the checks)", kind="sanity", source="prior"),
     ]
+
+
+def numbers(report: Report) -> dict[str, float]:
+    """Numbers the chapter's prose quotes, computed from ``report.tables`` (glued by the chapter).
+
+    Medians over seeds unless the name says ``base`` (the base seed's run, which the weight and lens
+    charts show).
+    """
+    tb = report.tables
+    worst, summary, dnp = tb["worst_regret"], tb["summary"], tb["dnp"]
+    T = _horizon(report)
+    ns = sorted(worst["n"].unique())
+    long = [n for n in ns if sogd_bound(1 - 1 / n, T, D, G) < n * G * D]
+    first = summary.iloc[0]
+    last = summary.iloc[-1]
+    base = _baselines(worst, T)
+    fixed = [c for c in _ratios(worst).columns if c.startswith("OGD, η")]
+    single = _ratios(worst)[fixed].groupby(level="seed").max().idxmin(axis=1)
+    single_eta = float(np.median([float(c.split("= ")[1]) for c in single]))
+    iid = dnp[(dnp["stream"] == "iid ±1") & (dnp["eta"] == "ρ")]
+    nem = dnp[dnp["stream"] == NEMESIS]
+    w = tb["weights"]
+    phases = tb["volatile_phases"]
+    start, end = int(phases["start"].iloc[0]), int(phases["end"].iloc[0])
+    on = w[w["omega"] >= 0.5]
+    fired = sorted(on["combiner"].unique())
+    after = w[(w["t"] > end)].groupby("t")["omega"].max()
+    off = after[after < 0.5]
+    return {
+        "T3": float(T), "seeds": float(worst["seed"].nunique()), "n_min": float(ns[0]),
+        "n_max": float(ns[-1]), "n_long_min": float(long[0]), "n_short_max": float(
+            max(n for n in ns if n not in long)),
+        "best_step_short": float(first["best step η*"]), "best_step_long": float(last["best step η*"]),
+        "b0_ratio_short": float(base[SLOW].groupby(level="n").median().iloc[0]),
+        "b0_ratio_long": float(base[SLOW].groupby(level="n").median().iloc[-1]),
+        "single_step_eta": single_eta,
+        "sogd_ratio_nmin": float(first["SOGD / best"]), "sogd_ratio_nmax": float(last["SOGD / best"]),
+        "thm3_vacuous_factor": float(first["Thm 3 bound / (nGD)"]),
+        "iid_betting": float(iid["frac_betting"].median()),
+        "iid_all_in": float(iid["frac_all_in"].max()),
+        "iid_budget": float(dnp[dnp["stream"] == "iid ±1"]["budget_used"].max()),
+        "nemesis_budget": float(nem["budget_used"].max()),
+        "volatile_start_base": float(start), "volatile_end_base": float(end),
+        "first_on_base": float(on["t"].min() - start) if len(on) else math.nan,
+        "off_after_base": float(off.index.min() - end) if len(off) else math.nan,
+        "fired_first_base": float(fired[0]) if fired else math.nan,
+        "fired_last_base": float(fired[-1]) if fired else math.nan,
+        "fired_n_max_base": float(T / 2 ** (fired[0] - 1)) if fired else math.nan,
+        "fired_n_min_base": float(T / 2 ** (fired[-1] - 1)) if fired else math.nan,
+        "fast_thm3_long": float((worst[(worst["learner"] == f"OGD, η = {D / (2 * G):.3g}")
+                                       & (worst["n"] == ns[-1])]
+                                 .eval("max_regret / thm3_bound")).median()),
+        # how many standard deviations sqrt(n/2) of a discounted +-1 walk the saturation level is,
+        # for the longest-memory combiner that fired
+        "xstar_sd": (dnp_saturation(T / 2 ** (fired[0] - 1), 1.0 / T)
+                     / math.sqrt(T / 2 ** (fired[0] - 1) / 2)) if fired else math.nan,
+    }
 
 
 # ----------------------------------------------------------------------------------------------
