@@ -13,6 +13,7 @@ The package splits in two:
 from iclr_lab.online.discounted_oco.experiments import (
     SIZES,
     charts,
+    checkpoints,
     dnp_trace_chart,
     explorer,
     fixed_step_grid,
@@ -50,6 +51,7 @@ __all__ = [
     "RoundLoss",
     "SquaredLoss",
     "charts",
+    "checkpoints",
     "discounted_comparator",
     "discounted_regret",
     "discounted_sum",

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     from iclr_lab.core.report import Claim, Report
 
-__all__ = ["SIZES", "charts", "dnp_trace_chart", "explorer", "fixed_step_grid", "numbers",
+__all__ = ["SIZES", "charts", "checkpoints", "dnp_trace_chart", "explorer", "fixed_step_grid", "numbers",
            "reproduce", "two_scale_stream", "worst_regret"]
 
 #: Experiment 3 plays on W = [-1, 1] with |w - y_t|: diameter D = 2, Lipschitz constant G = 1.
@@ -510,7 +510,7 @@ def numbers(report: Report) -> dict[str, float]:
     base = _baselines(worst, T)
     fixed = [c for c in _ratios(worst).columns if c.startswith("OGD, η")]
     single = _ratios(worst)[fixed].groupby(level="seed").max().idxmin(axis=1)
-    single_eta = float(np.median([float(c.split("= ")[1]) for c in single]))
+    single_eta = float(np.median([float(str(c).split("= ")[1]) for c in single]))
     iid = dnp[(dnp["stream"] == "iid ±1") & (dnp["eta"] == "ρ")]
     nem = dnp[dnp["stream"] == NEMESIS]
     w = tb["weights"]
@@ -558,6 +558,39 @@ def numbers(report: Report) -> dict[str, float]:
 _N_TITLE = "memory n = 1/(1−λ)"
 
 
+def _learner_colors() -> dict[str, str]:
+    """One colour per learner for every chart of the chapter: SOGD in the method colours, the
+    baselines in muted ones."""
+    from iclr_lab.core.charts import BASELINE_COLORS, METHOD_COLORS
+
+    return {SOGD_Z1: METHOD_COLORS[0], SOGD_Z100: METHOD_COLORS[1], ORACLE: BASELINE_COLORS[0],
+            SINGLE: BASELINE_COLORS[1], TUNED: BASELINE_COLORS[2], FAST: BASELINE_COLORS[3],
+            SLOW: BASELINE_COLORS[4]}
+
+
+def _recolor(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
+    """Give the ``learner`` colour (and band fill) of ``chart`` the chapter's fixed colours, so a
+    learner has the same colour in every chart whatever other learners the chart shows."""
+    import altair as alt
+
+    colors = _learner_colors()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("field") == "learner" and "scale" in node:
+                names = [n for n in colors if n in node["scale"].get("domain", [])]
+                node["scale"] = {"domain": names, "range": [colors[n] for n in names]}
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    spec = chart.to_dict()
+    walk(spec)
+    return alt.LayerChart.from_dict(spec, validate=False)
+
+
 def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     """Named Altair charts built from ``report.tables``."""
     import altair as alt
@@ -589,7 +622,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         "budget_used": "loss used / loss budget Z/(2(1−η))",
         "shortfall_share": "shortfall / (x* + 1)"})
     bars = alt.Chart(long).mark_bar().encode(
-        y=alt.Y("case:N", title=None, sort=None),
+        y=alt.Y("case:N", title=None, sort=None, axis=alt.Axis(labelLimit=320)),
         x=alt.X("share:Q", title="share of the bound (worst seed)", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("measure:N", title=None, scale=palette(long["measure"].unique()),
                         legend=alt.Legend(orient="bottom")),
@@ -617,7 +650,8 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         align="right", dy=-7, fontSize=10).encode(
         x="n:Q", y="value:Q", text="bound:N")
     # resolve_legend: the bands' fill legend (hidden) otherwise swallows the lines' colour legend
-    out["worst_regret"] = alt.layer(main, bound_lines, labels).resolve_legend(fill="independent")
+    out["worst_regret"] = _recolor(
+        alt.layer(main, bound_lines, labels).resolve_legend(fill="independent"))
 
     rat = _ratios(tb["worst_regret"]).groupby(level="n").median()
     steps = fixed_step_grid(_horizon(report))
@@ -647,7 +681,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     shade = alt.Chart(phases).mark_rect(color="#f2c14e", opacity=0.18).encode(
         x=alt.X("start:Q"), x2="end:Q", tooltip=[alt.Tooltip("start:Q", title="volatile from"),
                                                  alt.Tooltip("end:Q", title="to")])
-    out["lambda_lens"] = alt.layer(shade, lens_chart).resolve_legend(fill="independent")
+    out["lambda_lens"] = _recolor(alt.layer(shade, lens_chart).resolve_legend(fill="independent"))
 
     w = tb["weights"].assign(memory=lambda x: x["n_i"].round(1))
     ts = np.sort(w["t"].unique())
@@ -705,7 +739,7 @@ def _chart_learners(worst: pd.DataFrame, report: Report) -> pd.DataFrame:
         learner=lambda x: x["learner"].astype(str)).reset_index(drop=True)
 
 
-def dnp_trace_chart(n: float = 1000.0, Z: float = 1e-2, mean: float = 0.6,
+def dnp_trace_chart(n: float = 1000.0, Z: float = 1e-4, mean: float = 0.6,
                     noise: float = 1.0, T: int = 3000, seed: int = 0,
                     conservative: bool = True, lower_freeze: bool = False,
                     c_n: float | str = DEFAULT_CN) -> alt.VConcatChart:
@@ -748,7 +782,7 @@ def explorer() -> Any:
     return make_explorer(
         dnp_trace_chart,
         n=log_slider("memory n", 1000.0, 10.0, 3000.0),
-        Z=log_slider("Z", 1e-2, 1e-6, 1e-1),
+        Z=log_slider("Z", 1e-4, 1e-6, 1e-1),
         mean=slider("bit mean", 0.6, -1.0, 1.0, 0.05),
         noise=widgets.fixed(1.0), T=widgets.fixed(3000), seed=widgets.fixed(0),
         conservative=widgets.Checkbox(value=True, description="conservative updating"),
