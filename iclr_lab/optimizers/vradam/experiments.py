@@ -39,7 +39,7 @@ __all__ = ["KAPPA", "METHODS", "calibrate_beta3", "charts", "numbers", "rate_run
            "train_digits"]
 
 
-#: the calibration target: ``beta3 = KAPPA / mean(P_t)`` over a CALIBRATION_STEPS-step pilot.
+#: Calibration target kappa, in ``beta3 = KAPPA / mean(P_t)`` over a CALIBRATION_STEPS-step pilot.
 KAPPA = 10.0
 VR_CAL = "VRAdam (calibrated)"
 VR_ONE = "VRAdam (β₃=1)"
@@ -56,10 +56,12 @@ CALIBRATION_STEPS = 20
 
 
 def _make_optimizer(method: str, params: Any, lr: float, beta3: float) -> torch.optim.Optimizer:
+    # foreach=True: PyTorch's multi-tensor path, several times cheaper than the per-tensor loop it
+    # picks by default on CPU for a model this small (the arithmetic is the same)
     if method in (ADAMW, MATCHED):
-        return torch.optim.AdamW(params, lr=lr, weight_decay=WEIGHT_DECAY)
+        return torch.optim.AdamW(params, lr=lr, weight_decay=WEIGHT_DECAY, foreach=True)
     if method == SGD:
-        return torch.optim.SGD(params, lr=lr, momentum=0.9, nesterov=True)
+        return torch.optim.SGD(params, lr=lr, momentum=0.9, nesterov=True, foreach=True)
     return VRAdam(params, lr=lr, beta3=beta3, lr_cutoff=LR_CUTOFF, weight_decay=WEIGHT_DECAY)
 
 
@@ -103,7 +105,7 @@ def train_digits(method: str, lr: float, seed: int, *, steps: int, beta3: float 
                  data: Split | None = None, eval_every: int = 10) -> tuple[pd.DataFrame, np.ndarray]:
     """Train the 64-128-128-10 MLP on digits with ``method`` at ``lr``; returns ``(log, ratios)``.
 
-    ``method`` is one of :data:`METHODS` (any name starting with "VRAdam" is VRAdam with ``beta3``).
+    ``method`` is one of ``METHODS`` (any name starting with "VRAdam" is VRAdam with ``beta3``).
     ``ratios`` is the per-step gate ``eta_t / alpha0`` (ones for the baselines).
     """
     from iclr_lab.core.datasets import digits
@@ -183,7 +185,7 @@ def rate_run(method: str, seed: int, *, steps: int, beta3: float = 0.0, alpha0: 
     w, b = model.weight, model.bias
     if method == "AdamW":
         opt: torch.optim.Optimizer = torch.optim.AdamW(model.parameters(), lr=alpha0,
-                                                       weight_decay=0.0)
+                                                       weight_decay=0.0, foreach=True)
     else:
         opt = VRAdam(model.parameters(), lr=alpha0, beta3=beta3, lr_cutoff=LR_CUTOFF,
                      weight_decay=0.0)
@@ -328,7 +330,7 @@ _SIZES = {
                     eval_every=10, horizons=(30, 100, 300)),
     "book": _Sizes(steps=300, seeds=3, lrs=(1e-3, 3e-3, 1e-2, 3e-2, 1e-1),
                    kappas=(1.0, 100.0), toy_steps=4000, eval_every=10,
-                   horizons=(100, 300, 1000, 3000)),
+                   horizons=(100, 300, 1000, 2000)),
     "paper": _Sizes(steps=1500, seeds=5, lrs=(1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1),
                     kappas=(0.3, 1.0, 3.0, 30.0, 100.0), toy_steps=10000, eval_every=25,
                     horizons=(100, 300, 1000, 3000, 10000)),
@@ -360,8 +362,11 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
         mean_p_of = {row["seed"]: row["mean_P_pilot"] for row in calib}
         # (method name in the tables, optimizer, alpha0, seed, kappa); the matched-rate AdamW runs
         # need the mean gate of the calibrated run with the same seed and alpha0, so they run last.
+        # VRAdam with the paper's beta3 = 1 runs at the two largest rates only: below them its gate
+        # stays near 1 (P_t is about 0.02 early in training) and the runs would repeat AdamW's.
         jobs = [(m, m, lr, s, KAPPA if m == VR_CAL else math.nan)
-                for m in METHODS if m != MATCHED for lr in lrs for s in seeds]
+                for m in METHODS if m != MATCHED
+                for lr in (lrs[-2:] if m == VR_ONE else lrs) for s in seeds]
         jobs += [(f"VRAdam (κ={k:g})", VR_CAL, lrs[-1], s, k) for k in size.kappas for s in seeds]
         jobs += [(MATCHED, MATCHED, lr, s, math.nan) for lr in lrs for s in seeds]
         logs, finals, traces = [], [], []
@@ -412,9 +417,9 @@ def _ce(fin: pd.DataFrame, method: str) -> pd.Series:
 
 
 def _text(values: Sequence[float]) -> str:
-    """``median [min-max]`` of per-seed values, as the scorecard shows them."""
+    """``median [min, max]`` of per-seed values."""
     med = float(np.median(values))
-    return f"{med:.3g}" + (f" [{min(values):.3g}\u2013{max(values):.3g}]" if len(values) > 1 else "")
+    return f"{med:.3g}" + (f" [{min(values):.3g}, {max(values):.3g}]" if len(values) > 1 else "")
 
 
 def _claims(tables: dict[str, pd.DataFrame], lrs: Sequence[float],
@@ -534,19 +539,21 @@ def _claims(tables: dict[str, pd.DataFrame], lrs: Sequence[float],
               _adamw_equivalence(), 1e-7, "<=", "Algorithm 1: the gate is the only change",
               kind="sanity", source="prior"),
     ]
+    vr_slope = _text(slopes[vr_name])
     acceptance = pd.DataFrame([
-        {"test": "test CE / AdamW's at the two largest α₀ (worst)", "needed": "≤ 0.8",
-         "VRAdam": _text(large), "baseline": "AdamW at VRAdam's effective rate",
-         "baseline value": _text(large_matched)},
-        {"test": "bounded for 1 < r < 20, diverged for r > 20", "needed": "= 1",
-         "VRAdam": f"{vr_side:.2g}", "baseline": "plain momentum",
-         "baseline value": f"{plain_side_cap:.2g}"},
-        {"test": "slope of mean ‖∇F‖² vs N", "needed": "in [−0.7, −0.3]",
-         "VRAdam": _text(slopes[vr_name]), "baseline": "AdamW at α₀ | at α₀/20",
-         "baseline value": f"{_text(slopes[adamw_name])} | {_text(slopes[floor_name])}"},
-        {"test": "mean ‖∇F‖² / AdamW's at α₀/20 (worst N)", "needed": "≤ 2",
-         "VRAdam": _text(rate_floor), "baseline": "AdamW at α₀",
-         "baseline value": _text(_per_seed(rate, seeds, lambda d: float(
+        {"test": "CE / AdamW's CE at the 2 largest α₀", "needed": "≤ 0.8",
+         "method": _text(large), "baseline": "AdamW at VRAdam's mean rate",
+         "baseline's value": _text(large_matched)},
+        {"test": "bounded iff r < 1 + α₁ (1 < r)", "needed": "= 1",
+         "method": f"{vr_side:.2g}", "baseline": "plain momentum",
+         "baseline's value": f"{plain_side_cap:.2g}"},
+        {"test": "slope of mean ‖∇F‖² vs N", "needed": "in [−0.7, −0.3]", "method": vr_slope,
+         "baseline": "AdamW at α₀", "baseline's value": _text(slopes[adamw_name])},
+        {"test": "slope of mean ‖∇F‖² vs N", "needed": "in [−0.7, −0.3]", "method": vr_slope,
+         "baseline": "AdamW at α₀/20", "baseline's value": _text(slopes[floor_name])},
+        {"test": "mean ‖∇F‖² / AdamW's at α₀/20", "needed": "≤ 2",
+         "method": _text(rate_floor), "baseline": "AdamW at α₀",
+         "baseline's value": _text(_per_seed(rate, seeds, lambda d: float(
              (curve(d, adamw_name) / curve(d, floor_name)).max())))},
     ])
     return claims, acceptance
@@ -588,7 +595,7 @@ def numbers(report: Report) -> dict[str, float]:
     best = {m: float(fin[fin.method == m].groupby("lr").test_loss.mean().idxmin())  # type: ignore[arg-type]
             for m in (VR_CAL, ADAMW)}
     beta1 = 0.9
-    return {
+    values = {
         "gate_low": med(VR_CAL, lrs[0], "mean_gate"),
         "gate_low_inv": 1.0 / med(VR_CAL, lrs[0], "mean_gate"),
         "gate_top": med(VR_CAL, lrs[-1], "mean_gate"),
@@ -626,6 +633,7 @@ def numbers(report: Report) -> dict[str, float]:
         "slope_vr": slopes[RATE_METHODS[0]],
         "slope_adamw": slopes[RATE_METHODS[1]],
         "slope_floor": slopes[RATE_METHODS[2]],
+        "rate_horizon": float(last_n),
         "rate_gate": float(rate[(rate.method == RATE_METHODS[0]) & (rate.N == last_n)]
                            .mean_gate.median()),
         "rate_vs_adamw": float(np.median([
@@ -633,6 +641,7 @@ def numbers(report: Report) -> dict[str, float]:
              / d[d.method == RATE_METHODS[1]].set_index("N").mean_grad_sq).max()
             for _, d in rate.groupby("seed")])),
     }
+    return {k: float(v) for k, v in values.items()}
 
 
 # ---------------------------------------------------------------------------------------------
