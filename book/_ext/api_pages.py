@@ -29,8 +29,12 @@ def _modules(name: str) -> list[str]:
     return names
 
 
-def api_rst(part: str) -> list[str]:
-    """The reStructuredText that documents ``part`` ("core" or a book part of the registry)."""
+def api_rst(part: str, docs: set[str] | None = None) -> list[str]:
+    """The reStructuredText that documents ``part`` ("core" or a book part of the registry).
+
+    A chapter is linked when its page is part of this build (``docs``: the build's documents);
+    a one-chapter build (``tools/build_book.py --only``) names the others without a link.
+    """
     from iclr_lab.core.registry import PARTS, chapters
 
     lines: list[str] = []
@@ -46,7 +50,9 @@ def api_rst(part: str) -> list[str]:
         if ch.part != part:
             continue
         title = f"{ch.short} (``{ch.slug}``)"
-        lines += [title, "-" * len(title), "", f"Chapter: :doc:`/book/{ch.part}/{ch.slug}`.", ""]
+        page = f"book/{ch.part}/{ch.slug}"
+        link = f":doc:`/{page}`" if docs is None or page in docs else f"``{ch.chapter_path}``"
+        lines += [title, "-" * len(title), "", f"Chapter: {link}.", ""]
         names = _modules(ch.module_name)
         for i, name in enumerate(names):
             # a subpackage's own page shows its docstring; its modules hold the members
@@ -63,7 +69,7 @@ class IclrApi(SphinxDirective):
         part = self.arguments[0].strip()
         container = nodes.container()
         source = self.get_source_info()[0]
-        content = StringList(api_rst(part), source=source)
+        content = StringList(api_rst(part, set(self.env.found_docs)), source=source)
         self.state.nested_parse(content, self.content_offset, container, match_titles=True)
         return container.children
 

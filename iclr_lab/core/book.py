@@ -41,6 +41,7 @@ def glue_report(report: Report, **extra: Any) -> None:
     for c in report.claims:
         _GLUED[c.name] = c.measured
         _GLUED[f"{c.name}_status"] = f"**{c.status}**"
+    extra = {k: _plain(v) for k, v in extra.items()}
     _GLUED.update(extra)
     try:
         from myst_nb import glue
@@ -54,6 +55,18 @@ def glue_report(report: Report, **extra: Any) -> None:
         glue(f"{c.name}_status", Markdown(f"**{c.status}**"), display=False)
     for key, value in extra.items():
         glue(key, value, display=False)
+
+
+def _plain(value: Any) -> Any:
+    """NumPy scalars as Python numbers: myst-nb formats glued text from ``repr``, and NumPy 2 writes
+    ``np.float64(0.5)``, which ``{glue:text}`key:.2f``` cannot parse."""
+    import numbers
+
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    return value
 
 
 def glued(key: str) -> Any:

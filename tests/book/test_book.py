@@ -14,6 +14,9 @@ import yaml
 from iclr_lab.core.registry import PARTS, chapters
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+import launch_notebooks  # noqa: E402  (tools/ is not a package)
+
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
 AVAILABLE = chapters(available_only=True)
 CHAPTER_FILES = [ROOT / c.chapter_path for c in AVAILABLE]
@@ -44,6 +47,15 @@ def test_every_implemented_chapter_is_in_the_toc_under_its_part():
     assert book_parts == [v for v in PARTS.values() if v in book_parts], "parts in DESIGN order"
 
 
+def test_every_part_with_a_chapter_has_an_api_page_in_the_toc():
+    api = next(p for p in TOC["parts"] if p["caption"] == "API reference")
+    pages = {s["file"] for ch in api["chapters"] for s in [ch, *ch.get("sections", [])]}
+    for part in sorted({c.part for c in AVAILABLE}):
+        page = ROOT / "book" / "api" / f"{part}.md"
+        assert page.exists() and f"book/api/{part}" in pages, f"add book/api/{part}.md to the toc"
+        assert f".. iclr-api:: {part}" in page.read_text()
+
+
 @pytest.mark.parametrize("path", CHAPTER_FILES, ids=lambda p: p.stem)
 def test_chapter_follows_the_template(path):
     text = path.read_text()
@@ -62,19 +74,30 @@ def test_chapter_follows_the_template(path):
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert 'find_spec("iclr_lab")' in code[0].source, "first cell installs iclr_lab on Colab"
     assert "seed_everything" in code[1].source, "the setup cell seeds everything"
+    assert f"../api/{path.parent.name}" in text, "the chapter links to its part's API reference"
 
 
 @pytest.mark.parametrize("path", CHAPTER_FILES, ids=lambda p: p.stem)
-def test_paired_notebook_is_in_sync_and_has_no_outputs(path):
+def test_launch_notebook_is_generated_from_the_chapter(path):
+    """``<slug>.ipynb`` is the chapter with its MyST rendered to plain Markdown (what Binder and Colab
+    open), regenerated from the ``.md`` by ``python tools/launch_notebooks.py``."""
     ipynb = path.with_suffix(".ipynb")
-    assert ipynb.exists(), f"run: jupytext --sync {path.relative_to(ROOT)}"
-    paired = nbformat.read(ipynb, as_version=4)
-    text = jupytext.read(path)
-    strip = [(c.cell_type, c.source.strip(), c.metadata.get("tags", [])) for c in text.cells]
-    assert [(c.cell_type, c.source.strip(), c.metadata.get("tags", []))
-            for c in paired.cells] == strip, f"out of sync: jupytext --sync {path.name}"
+    assert ipynb.exists(), f"run: python tools/launch_notebooks.py {path.relative_to(ROOT)}"
+    header = jupytext.read(path).metadata.get("jupytext", {})
+    assert "ipynb" not in header.get("formats", ""), (
+        "the .md is not paired with the .ipynb (jupytext would overwrite the launch notebook): "
+        "use `formats: md:myst` in the header")
+    assert ipynb.read_text() == launch_notebooks.dumps(launch_notebooks.render(path)), (
+        f"out of date: python tools/launch_notebooks.py {path.relative_to(ROOT)}")
+    nb = nbformat.read(ipynb, as_version=4)
     assert all(not c.get("outputs") and c.get("execution_count") is None
-               for c in paired.cells if c.cell_type == "code")
+               for c in nb.cells if c.cell_type == "code")
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        prose = re.sub(r"```.*?```", "", cell.source, flags=re.S)  # code blocks may hold braces
+        assert not re.search(r"\{[a-z][a-z0-9:-]*\}`", prose), f"a MyST role is left: {prose[:300]}"
+        assert not re.search(r"^\s*(```|:::)\{", prose, flags=re.M), "a MyST directive is left"
 
 
 def test_intro_table_matches_the_registry():
