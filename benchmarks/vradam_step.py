@@ -1,60 +1,138 @@
-"""Time ``VRAdam.step`` against ``torch.optim.AdamW(foreach=True).step`` on a ~1M-parameter model.
+"""Time ``VRAdam.step`` against ``torch.optim.AdamW(foreach=True).step`` on one CPU thread.
 
-Usage: ``python benchmarks/vradam_step.py [--steps 500]``. One thread. Gradients are random but
-fixed, so only the optimizer step is timed (no forward/backward). The two optimizers step
-alternately inside one loop, so machine noise hits both alike. Prints the median step time of each,
-and the ratio VRAdam / AdamW (target <= 1.2x).
+Usage: ``python benchmarks/vradam_step.py [--repeats 3] [--steps 200] [--sizes 1M,10M]``.
+
+Two models (``1M``: 4 x Linear(512, 512) + a 10-way head, 1.06M parameters; ``10M``: 10 x
+Linear(1024, 1024) + head, 10.5M parameters), each under two malloc settings: glibc's default, and
+glibc pinned (``MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296``) so that large
+temporaries are recycled instead of being page-faulted in again at every step. Gradients are random
+but fixed, so only the optimizer step is timed.
+
+One run is one fresh process (started by this script with the allocator's environment) in which
+AdamW and one VRAdam variant step side by side, alternately (the order flips every step). Its ratio
+is the median, over steps (the first 10% dropped), of the variant's step time over AdamW's
+adjacent one, which cancels load that drifts on the timescale of a step pair. Every (model,
+allocator, variant) cell runs ``--repeats`` times; the table shows the median ratio and the range.
+
+Targets (issue 6): VRAdam with the velocity gate <= 1.15 x AdamW(foreach=True), and with
+``normgrad=True`` <= 1.05 x, at both sizes and under both allocators. ``VRAdam(beta3=0)`` (the gate
+switched off, P_t still computed) and ``VRAdam(foreach=False)`` (AdamW's own for-loop step after a
+separate pass for P_t) are shown for reference.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 
-import torch
+PINNED = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "4294967296"}
+ALLOCATORS = ("default", "pinned")
+SIZES = {"1M": (512, 4), "10M": (1024, 10)}
+BASELINE = "AdamW(foreach=True)"
+#: name -> VRAdam keyword arguments (lr and weight decay as for the baseline).
+VARIANTS = {
+    "VRAdam()": {},
+    "VRAdam(normgrad=True)": {"normgrad": True},
+    "VRAdam(beta3=0)": {"beta3": 0.0},
+    "VRAdam(foreach=False)": {"foreach": False},
+}
+TARGETS = {"VRAdam()": 1.15, "VRAdam(normgrad=True)": 1.05}
 
-from iclr_lab.optimizers import VRAdam
+
+def _child(size: str, variant: str, steps: int) -> dict[str, float]:
+    """One run in this process: AdamW and ``variant`` side by side; median times and paired ratio."""
+    import torch
+
+    from iclr_lab.optimizers import VRAdam
+
+    torch.set_num_threads(1)
+    width, depth = SIZES[size]
+
+    def model() -> torch.nn.Module:
+        torch.manual_seed(0)
+        layers: list[torch.nn.Module] = []
+        for _ in range(depth):
+            layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+        layers.append(torch.nn.Linear(width, 10))
+        return torch.nn.Sequential(*layers)
+
+    names = [BASELINE, variant]
+    nets = {name: model() for name in names}
+    gen = torch.Generator().manual_seed(1)
+    grads = [torch.randn(p.shape, generator=gen) * 1e-2 for p in nets[BASELINE].parameters()]
+    opts: dict[str, torch.optim.Optimizer] = {
+        BASELINE: torch.optim.AdamW(nets[BASELINE].parameters(), lr=1e-3, weight_decay=1e-2,
+                                    foreach=True),
+        variant: VRAdam(nets[variant].parameters(), lr=1e-3, weight_decay=1e-2, **VARIANTS[variant]),
+    }
+    for name in names:  # gradients stay attached: the optimizers only read them
+        for p, g in zip(nets[name].parameters(), grads, strict=True):
+            p.grad = g
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(steps):
+        for name in names if i % 2 == 0 else names[::-1]:
+            t0 = time.perf_counter()
+            opts[name].step()
+            times[name].append(time.perf_counter() - t0)
+    keep = slice(steps // 10, None)
+    pairs = zip(times[variant][keep], times[BASELINE][keep], strict=True)
+    return {"baseline_s": statistics.median(times[BASELINE][keep]),
+            "variant_s": statistics.median(times[variant][keep]),
+            "ratio": statistics.median(v / b for v, b in pairs)}
 
 
-def model() -> torch.nn.Module:
-    """4 x Linear(512, 512) + a 10-way head: about 1.06M parameters in 10 tensors."""
-    layers: list[torch.nn.Module] = []
-    for _ in range(4):
-        layers += [torch.nn.Linear(512, 512), torch.nn.ReLU()]
-    layers.append(torch.nn.Linear(512, 10))
-    return torch.nn.Sequential(*layers)
+def _run(size: str, allocator: str, variant: str, steps: int) -> dict[str, float]:
+    env = {k: v for k, v in os.environ.items() if k not in PINNED}
+    if allocator == "pinned":
+        env.update(PINNED)
+    cmd = [sys.executable, __file__, "--child", size, "--variant", variant, "--steps", str(steps)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--steps", type=int, default=500)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=200, help="steps at 1M (10M runs a quarter as many)")
+    ap.add_argument("--sizes", default="1M,10M")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--variant", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    nets = {"AdamW(foreach=True)": model(), "VRAdam(foreach=True)": model()}
-    grads = [torch.randn_like(p) * 1e-2 for p in nets["AdamW(foreach=True)"].parameters()]
-    opts = {
-        "AdamW(foreach=True)": torch.optim.AdamW(nets["AdamW(foreach=True)"].parameters(), lr=1e-3,
-                                                 weight_decay=1e-2, foreach=True),
-        "VRAdam(foreach=True)": VRAdam(nets["VRAdam(foreach=True)"].parameters(), lr=1e-3,
-                                       weight_decay=1e-2, beta3=1.0, foreach=True),
-    }
-    times: dict[str, list[float]] = {k: [] for k in opts}
-    for _ in range(args.steps):
-        for name, opt in opts.items():
-            for p, g in zip(nets[name].parameters(), grads, strict=True):
-                p.grad = g
-            t0 = time.perf_counter()
-            opt.step()
-            times[name].append(time.perf_counter() - t0)
-    n = sum(p.numel() for p in model().parameters())
-    print(f"parameters: {n:,}; steps: {args.steps} (first 10% dropped); threads: 1")
-    med = {k: statistics.median(v[args.steps // 10:]) for k, v in times.items()}
-    for name, t in med.items():
-        print(f"{name:22s} median step {t * 1e3:7.3f} ms")
-    ratio = med["VRAdam(foreach=True)"] / med["AdamW(foreach=True)"]
-    print(f"ratio VRAdam / AdamW: {ratio:.3f}  (target <= 1.2)")
+    if args.child:
+        print(json.dumps(_child(args.child, args.variant, args.steps)))
+        return
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        ap.error(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
+    print(f"one thread; each cell: {args.repeats} runs, each a fresh process stepping {BASELINE} and "
+          f"the variant alternately; ratio = median over steps of variant / {BASELINE} step time; "
+          "cell = median ratio over runs (min-max)")
+    print(f"{'model':6s} {'allocator':9s} {BASELINE + ' ms':>24s}" + "".join(f" {v:>23s}" for v in variants))
+    worst = {name: 0.0 for name in TARGETS if name in variants}
+    for size in args.sizes.split(","):
+        steps = args.steps if size == "1M" else max(args.steps // 4, 20)
+        for allocator in ALLOCATORS:
+            base_ms, cells = [], []
+            for variant in variants:
+                runs = [_run(size, allocator, variant, steps) for _ in range(args.repeats)]
+                ratios = [r["ratio"] for r in runs]
+                base_ms += [r["baseline_s"] * 1e3 for r in runs]
+                med = statistics.median(ratios)
+                if variant in worst:
+                    worst[variant] = max(worst[variant], med)
+                cells.append(f"{med:.3f} ({min(ratios):.2f}-{max(ratios):.2f})")
+            print(f"{size:6s} {allocator:9s} {statistics.median(base_ms):24.2f}"
+                  + "".join(f" {c:>23s}" for c in cells), flush=True)
+    for name, value in worst.items():
+        verdict = "meets" if value <= TARGETS[name] else "MISSES"
+        print(f"{name}: worst cell {value:.3f}, target <= {TARGETS[name]}: {verdict}")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,10 @@
 
 The optimizers are exported lazily, so ``import iclr_lab.optimizers`` does not import torch; the
 first access to a name (``from iclr_lab.optimizers import VRAdam``) imports its chapter module.
+
+Every :class:`torch.optim.Optimizer` subclass named in ``__all__`` (here, or in another part's
+``__all__``) runs through ``tests/optimizers/test_conformance.py``: complex parameters, copies,
+state dicts, foreach, LR schedulers, hooks, param groups and argument checks, as for ``torch.optim``.
 """
 
 from __future__ import annotations

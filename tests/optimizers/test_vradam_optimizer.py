@@ -251,7 +251,13 @@ def test_blocked_step_is_adamw_bit_for_bit_when_the_gate_is_off(dtype, options):
 def test_blocked_step_is_the_default_on_cpu_and_foreach_false_is_adamws_loop(monkeypatch):
     calls = []
     original = vro._blocked_adamw_step
-    monkeypatch.setattr(vro, "_blocked_adamw_step", lambda opt: calls.append(1) or original(opt))
+
+    def counted(opt):
+        done = original(opt)
+        calls.extend([1] if done is not None else [])
+        return done
+
+    monkeypatch.setattr(vro, "_blocked_adamw_step", counted)
     params = _params()
     _train(VRAdam(params), params, 1)
     _train(VRAdam(params, foreach=True), params, 1)

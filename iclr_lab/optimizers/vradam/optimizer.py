@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -64,17 +64,16 @@ def _chunk_size(t: torch.Tensor) -> int:
 
 
 def _chunks(t: torch.Tensor, chunk: int) -> list[torch.Tensor]:
-    """Views of ``_real(t)`` of at most ``chunk`` elements, cut at multiples of ``chunk``.
+    """Flat views of ``_real(t)`` of at most ``chunk`` elements, cut at multiples of ``chunk``.
 
-    A tensor that fits in one chunk, or that is not contiguous, is its own single chunk. The blocked
-    step and the gate both cut tensors with this function, so they take norms of the same views.
+    A tensor that is not contiguous is its own single chunk. The blocked step and the gate both cut
+    tensors with this function, so they take the norms of the same views.
     """
     r = _real(t)
-    n = r.numel()
-    if n <= chunk or not r.is_contiguous():
+    if not r.is_contiguous():
         return [r]
     flat = r.view(-1)
-    return [flat[s:s + chunk] for s in range(0, n, chunk)]
+    return [flat] if flat.numel() <= chunk else list(flat.split(chunk))
 
 
 def _sq_norms(views: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -253,18 +252,20 @@ class VRAdam(torch.optim.AdamW):
 
     Defaults, and where they come from:
 
-    * ``lr=1e-3``, ``betas=(0.9, 0.999)``, ``eps=1e-8``, ``amsgrad=False``, ``maximize=False``:
-      :class:`torch.optim.AdamW`'s, which are also the authors' (both of their files).
+    * ``lr=1e-3``, ``betas=(0.9, 0.999)``, ``eps=1e-8``: :class:`torch.optim.AdamW`'s, and the
+      authors' (both of their files, and their sweeps). ``amsgrad=False``, ``maximize=False``: AdamW's.
     * ``weight_decay=0.01``: AdamW's default (and the authors' README example), so that VRAdam is a
       drop-in replacement for ``torch.optim.AdamW``. The authors' current class (``vradam.py``)
       defaults to ``1e-5``, their older ``VRADAM.py`` to 0.
-    * ``beta3=1``: both of the authors' files; the paper fixes ``beta3 = 1`` in its experiments.
+    * ``beta3=1``: both of the authors' files (a reviewer reports ``beta3 = 1`` in all of the
+      paper's experiments).
     * ``lr_cutoff=19`` (smallest rate ``lr / 20``): the authors' older ``VRADAM.py``, and the value
-      the chapter uses throughout. Their current ``vradam.py`` uses 10. The paper's text defines
-      ``alpha1`` only through the smallest rate ``alpha0 / (1 + alpha1)`` and fixes no default.
+      the chapter uses throughout. Their current ``vradam.py`` uses 10. The paper's text (as the
+      chapter's spec records it) gives no default: it defines ``alpha1`` through the smallest rate
+      ``alpha0 / (1 + alpha1)``.
     * ``normgrad=False``: the paper (the velocity) and ``vradam.py``; ``VRADAM.py`` used True.
-    * ``foreach=None``: on CPU, float32/float64 (and complex) parameters take the blocked step
-      below; elsewhere AdamW chooses, as it does for itself.
+    * ``foreach=None``: on CPU, float32/float64 (and complex) parameters take the blocked foreach
+      step (:meth:`step`); elsewhere AdamW chooses, as it does for itself.
 
     Args:
         params: parameters or param groups, as for any ``torch.optim`` optimizer.
@@ -383,8 +384,9 @@ class VRAdam(torch.optim.AdamW):
             with torch.enable_grad():
                 loss = closure()
         _reject_sparse("VRAdam", self.param_groups)
-        if _blocked_step_applies(self):
-            sq_norm, ratios = _blocked_adamw_step(self)
+        done = _blocked_adamw_step(self) if _blocked_step_allowed(self) else None
+        if done is not None:
+            sq_norm, ratios = done
         else:
             sq_norm = self.velocity_sq_norm()
             ratios = [gate(sq_norm, group["beta3"], group["lr_cutoff"]) for group in self.param_groups]
@@ -417,8 +419,8 @@ def _is_compiling() -> bool:
     return bool(check()) if check is not None else False
 
 
-def _blocked_step_applies(opt: VRAdam) -> bool:
-    """Whether :func:`_blocked_adamw_step` reproduces ``AdamW(foreach=True)`` for this step."""
+def _blocked_step_allowed(opt: VRAdam) -> bool:
+    """Whether the options allow :func:`_blocked_adamw_step` (which then checks the tensors)."""
     if _is_compiling() or getattr(opt, "grad_scale", None) is not None \
             or getattr(opt, "found_inf", None) is not None:
         return False
@@ -428,63 +430,88 @@ def _blocked_step_applies(opt: VRAdam) -> bool:
             return False
         if not all(isinstance(x, float | int) for x in (group["lr"], *group["betas"])):
             return False
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            if p.device.type != "cpu" or p.dtype not in _BLOCKED_DTYPES or g.dtype != p.dtype \
-                    or not (p.is_contiguous() and g.is_contiguous()):
-                return False
-            state = opt.state.get(p)
-            if state and not all(t.is_contiguous() for t in state.values() if t.dim() > 0):
-                return False
     return True
 
 
-def _blocks(lists: list[list[torch.Tensor]], chunk: int) -> list[tuple[list[list[torch.Tensor]], list[int]]]:
-    """Cut parallel lists of tensors (one entry per parameter) into blocks of about ``chunk`` elements.
+class _Layout(NamedTuple):
+    """How one param group's tensors are cut into blocks, kept while its tensors stay the same."""
 
-    Each block holds, for every list, the same :func:`_chunks` views, plus the index of the
-    parameter each view belongs to. Small tensors share a block.
-    """
-    out: list[tuple[list[list[torch.Tensor]], list[int]]] = []
-    views: list[list[torch.Tensor]] = [[] for _ in lists]
-    owner: list[int] = []
+    tensors: list[list[torch.Tensor]]  # params, exp_avgs, exp_avg_sqs(, max): held, so ids stay unique
+    key: tuple[int, ...]  # their ids and data pointers
+    split: list[tuple[bool, bool]]  # per parameter: (complex, cut into several chunks)
+    owners: list[list[int]]  # per block: the parameter each view belongs to
+    pieces: list[list[int]]  # per block: which chunk of that parameter each view is
+    views: list[list[list[torch.Tensor]]]  # per block: views of params, exp_avgs, exp_avg_sqs(, max)
+
+
+def _key(tensors: list[list[torch.Tensor]]) -> tuple[int, ...]:
+    flat = [t for lst in tensors for t in lst]
+    return (*map(id, flat), *[t.data_ptr() for t in flat])
+
+
+def _layout(tensors: list[list[torch.Tensor]], key: tuple[int, ...]) -> _Layout | None:
+    """Cut parallel lists (params, exp_avgs, exp_avg_sqs[, max_exp_avg_sqs]) into blocks of about
+    ``_CPU_CHUNK`` elements; ``None`` if a tensor is not a contiguous CPU tensor of a blocked dtype."""
+    for t in tensors[0]:
+        if t.device.type != "cpu" or t.dtype not in _BLOCKED_DTYPES:
+            return None
+    if not all(t.is_contiguous() for lst in tensors for t in lst):
+        return None
+    split = [(p.is_complex(), _real(p).numel() > _CPU_CHUNK) for p in tensors[0]]
+    layout = _Layout(tensors, key, split, [], [], [])
     filled = 0
-    for i in range(len(lists[0])):
-        pieces = [_chunks(lst[i], chunk) for lst in lists]
-        for j in range(len(pieces[0])):
-            for acc, piece in zip(views, pieces, strict=True):
-                acc.append(piece[j])
-            owner.append(i)
-            filled += pieces[0][j].numel()
-            if filled >= chunk:
-                out.append((views, owner))
-                views, owner, filled = [[] for _ in lists], [], 0
-    if owner:
-        out.append((views, owner))
-    return out
+    for i in range(len(tensors[0])):
+        chunks = [_chunks(lst[i], _CPU_CHUNK) for lst in tensors]
+        for j, piece in enumerate(chunks[0]):
+            if filled == 0:
+                layout.owners.append([])
+                layout.pieces.append([])
+                layout.views.append([[] for _ in tensors])
+            layout.owners[-1].append(i)
+            layout.pieces[-1].append(j)
+            for acc, views in zip(layout.views[-1], chunks, strict=True):
+                acc.append(views[j])
+            filled += piece.numel()
+            if filled >= _CPU_CHUNK:
+                filled = 0
+    return layout
+
+
+def _grad_views(layout: _Layout, grads: list[torch.Tensor]) -> list[list[torch.Tensor]] | None:
+    """The gradients cut as :func:`_chunks` cuts them, block by block; ``None`` if one is not
+    contiguous."""
+    chunks: list[Any] = []
+    for g, (is_complex, several) in zip(grads, layout.split, strict=True):
+        if not g.is_contiguous():
+            return None
+        flat = (torch.view_as_real(g) if is_complex else g).view(-1)
+        chunks.append(flat.split(_CPU_CHUNK) if several else (flat,))
+    return [[chunks[i][j] for i, j in zip(owners, pieces, strict=True)]
+            for owners, pieces in zip(layout.owners, layout.pieces, strict=True)]
 
 
 _ONE = torch.tensor(1.0)
 
 
 @torch.no_grad()
-def _blocked_adamw_step(opt: VRAdam) -> tuple[float, list[float]]:
+def _blocked_adamw_step(opt: VRAdam) -> tuple[float, list[float]] | None:
     """The CPU step: ``torch.optim.AdamW(foreach=True)``'s operations, in blocks, gate in between.
 
     Phase 1, block by block: the moment updates of ``_multi_tensor_adam`` (``lerp_`` of ``exp_avg``,
-    ``mul_`` and ``addcmul_`` of ``exp_avg_sq``), then the norm of the new ``exp_avg`` (or of the
-    gradient, for ``normgrad``) while the block is still in cache. Then the gate. Phase 2, block by
-    block: the decoupled weight decay and the parameter update (``sqrt``, ``div_``, ``add_``,
+    ``mul_`` and ``addcmul_`` of ``exp_avg_sq``), then the squared norm of the new ``exp_avg`` (or of
+    the gradient, for ``normgrad``) while the block is still in cache. Then the gate. Phase 2, block
+    by block: the decoupled weight decay and the parameter update (``sqrt``, ``div_``, ``add_``,
     ``addcdiv_``) with the gated rate. The operations are AdamW's, with the same scalars, on the
     same values (none of them mixes elements, so cutting tensors into views changes no bit); the
     order only moves the weight decay after the moments, which touch other tensors. Temporaries
-    (the denominator, the negated gradient for ``maximize``) are one block in size.
+    (the denominator, the negated gradient for ``maximize``) are one block in size. How tensors are
+    cut is cached while they stay the same. Returns ``None``, having changed nothing but AdamW's
+    lazy state initialisation, when a tensor does not qualify (not a contiguous float32/float64
+    CPU tensor, or complex of those).
     """
-    squares: list[torch.Tensor] = []
-    work = []
-    for group in opt.param_groups:
+    cache: dict[int, _Layout] = opt.__dict__.setdefault("_vr_layouts", {})
+    plans = []
+    for index, group in enumerate(opt.param_groups):
         params: list[torch.Tensor] = []
         grads: list[torch.Tensor] = []
         exp_avgs: list[torch.Tensor] = []
@@ -494,38 +521,46 @@ def _blocked_adamw_step(opt: VRAdam) -> tuple[float, list[float]]:
         opt._init_group(group, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps)
         if not params:
             continue
+        tensors = [params, exp_avgs, exp_avg_sqs] + ([max_exp_avg_sqs] if group["amsgrad"] else [])
+        key = _key(tensors)
+        layout = cache.pop(index, None)
+        if layout is None or layout.key != key or not all(p.is_contiguous() for p in params):
+            layout = _layout(tensors, key)
+        grad_views = _grad_views(layout, grads) if layout is not None else None
+        if layout is None or grad_views is None:
+            return None
+        cache[index] = layout
+        plans.append((group, steps, layout, grad_views))
+
+    squares: list[torch.Tensor] = []
+    for group, steps, layout, grad_views in plans:
         torch._foreach_add_(steps, _ONE, alpha=1.0)
-        lists = [params, grads, exp_avgs, exp_avg_sqs]
-        if group["amsgrad"]:
-            lists.append(max_exp_avg_sqs)
-        blocks = _blocks(lists, _CPU_CHUNK)
         beta1, beta2 = group["betas"]
-        for (_p, g_, m_, v_, *_), _owner in blocks:
+        for (_p, m_, v_, *_), g_ in zip(layout.views, grad_views, strict=True):
             d_ = torch._foreach_neg(g_) if group["maximize"] else g_
             torch._foreach_lerp_(m_, d_, 1 - beta1)
             torch._foreach_mul_(v_, beta2)
             torch._foreach_addcmul_(v_, d_, d_, 1 - beta2)
-            squares += _sq_norms(g_ if group["normgrad"] else m_)
-        work.append((group, steps, blocks))
+            squares += [torch.dot(x, x) for x in (g_ if group["normgrad"] else m_)]
     sq_norm = _total(squares)
     ratios = [gate(sq_norm, group["beta3"], group["lr_cutoff"]) for group in opt.param_groups]
     ratio_of = {id(group): ratio for group, ratio in zip(opt.param_groups, ratios, strict=True)}
-    for group, steps, blocks in work:
+    for group, steps, layout, _ in plans:
         lr = group["lr"] * ratio_of[id(group)]
         beta1, beta2 = group["betas"]
         weight_decay, eps = group["weight_decay"], group["eps"]
         counts = [s.item() for s in steps]
         step_size = [(lr / (1 - beta1 ** n)) * -1 for n in counts]
         bias_correction2_sqrt = [(1 - beta2 ** n) ** 0.5 for n in counts]
-        for (p_, _g, m_, v_, *max_v), owner in blocks:
+        for (p_, m_, v_, *max_v), owners in zip(layout.views, layout.owners, strict=True):
             if weight_decay != 0:
                 torch._foreach_mul_(p_, 1 - lr * weight_decay)
             if max_v:
                 torch._foreach_maximum_(max_v[0], v_)
             denom = torch._foreach_sqrt(max_v[0] if max_v else v_)
-            torch._foreach_div_(denom, [bias_correction2_sqrt[i] for i in owner])
+            torch._foreach_div_(denom, [bias_correction2_sqrt[i] for i in owners])
             torch._foreach_add_(denom, eps)
-            torch._foreach_addcdiv_(p_, m_, denom, [step_size[i] for i in owner])
+            torch._foreach_addcdiv_(p_, m_, denom, [step_size[i] for i in owners])
     return sq_norm, ratios
 
 
