@@ -599,6 +599,7 @@ def numbers(report: Report) -> dict[str, float]:
         "gate_low": med(VR_CAL, lrs[0], "mean_gate"),
         "gate_low_inv": 1.0 / med(VR_CAL, lrs[0], "mean_gate"),
         "gate_top": med(VR_CAL, lrs[-1], "mean_gate"),
+        "gate_top_one": med(VR_ONE, lrs[-1], "mean_gate"),
         "gate_step1": float(t["gate_trace"].query("step == 1 and run.str.startswith('calibrated')")
                             .lr_ratio.median()),
         "eff_top": lrs[-1] * med(VR_CAL, lrs[-1], "mean_gate"),
@@ -729,7 +730,8 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     effective = curves(main, x="effective_lr", x_title="effective rate α₀ · mean(η_t/α₀)",
                        title="Against the effective rate", **common)
     out["lr_sweep"] = _legend(alt.hconcat(nominal.properties(width=250),
-                                          effective.properties(width=250)))
+                                          effective.properties(width=250))
+                              ).configure_axisX(labelOverlap="greedy", labelSeparation=8)
 
     trace = thin(t["gate_trace"], "step", points=90, log=True)
     runs = list(dict.fromkeys(trace.run))
