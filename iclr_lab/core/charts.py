@@ -157,6 +157,12 @@ def _band_layers(data: pd.DataFrame, x: str, y: str, color: str | None, log_x: b
     return [band, line]
 
 
+def _own_legends(chart: alt.LayerChart) -> alt.LayerChart:
+    # The bands' fill shares the lines' field and scale; merged, the band's hidden legend would hide
+    # the lines' legend too. Kept apart, the lines' legend shows and the fill's stays hidden.
+    return chart.resolve_legend(color="independent", fill="independent")
+
+
 def curves(df: pd.DataFrame, *, x: str, y: str, color: str | None = None, seed: str = "seed",
            log_x: bool = False, log_y: bool = False, title: str = "", x_title: str | None = None,
            y_title: str | None = None, color_title: str | None = None,
@@ -170,7 +176,7 @@ def curves(df: pd.DataFrame, *, x: str, y: str, color: str | None = None, seed: 
     data = summarize_seeds(df.assign(**{seed: df[seed] if seed in df else 0}), by, y, seed)
     layers = _band_layers(data, x, y, color, log_x, log_y, x_title=x_title or x,
                           y_title=y_title or y, color_title=color_title, highlight=highlight)
-    return alt.LayerChart(layer=layers, width=WIDTH, height=HEIGHT, title=title)
+    return _own_legends(alt.LayerChart(layer=layers, width=WIDTH, height=HEIGHT, title=title))
 
 
 def loglog(df: pd.DataFrame, *, x: str, y: str, color: str | None = None,
@@ -249,7 +255,7 @@ def sweep(df: pd.DataFrame, *, x: str, y: str, param: str, color: str | None = N
         align="left", baseline="top", fontSize=13, fontWeight="bold").encode(
         x=alt.value(6), y=alt.value(6), text="label:N"))
     chart = alt.LayerChart(layer=layers, width=WIDTH, height=HEIGHT, title=title)
-    return chart.add_params(slider)
+    return _own_legends(chart.add_params(slider))
 
 
 def save_chart(chart: alt.TopLevelMixin, stem: str | Path, *, png: bool = True) -> list[Path]:

@@ -396,13 +396,15 @@ class Report:
                 ("font-size:0.85em", source),
             )) + "</tr>")
         head = "".join(f"<th style='text-align:left;padding:2px 6px'>{h}</th>" for h in (
-            "kind", "status", "claim (click for details)", "measured [min\u2013max]", "needed", "source"))
+            "kind", "status", "claim (click for details)", "measured", "needed", "source"))
         caption = (f"<caption style='caption-side:top;text-align:left'><b>{esc(self.headline())}</b>"
                    f"<br><span style='font-size:0.85em'>{esc(self.slug)} &middot; scale "
                    f"<code>{esc(self.scale)}</code> &middot; base seed {self.seed} &middot; "
                    f"{esc(self.tally().partition('; ')[2] or 'no other checks')}</span></caption>")
-        return (f"<table class='iclr-lab-scorecard' style='font-size:0.92em'>{caption}"
-                f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+        # the wrapper scrolls sideways instead of letting a wide table spill out of its box
+        return (f"<div class='iclr-lab-scorecard-wrap' style='overflow-x:auto;max-width:100%'>"
+                f"<table class='iclr-lab-scorecard' style='font-size:0.88em'>{caption}"
+                f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
 
 
 #: status -> (background, text) colours of the badges; readable in light and dark themes.

@@ -31,6 +31,8 @@ def test_curves_aggregates_seeds_into_a_band(runs):
     assert all(v["lo"] <= v["mean"] <= v["hi"] and v["seeds"] == 3 for v in values)
     band, line = d["layer"]
     assert band["encoding"]["fill"]["legend"] is None, "the legend shows the lines, not the bands"
+    assert d["resolve"]["legend"] == {"color": "independent", "fill": "independent"}, (
+        "kept apart, the hidden band legend cannot hide the lines' legend")
     assert line["encoding"]["color"]["field"] == "method"
     _render(chart)
 
