@@ -5,11 +5,32 @@
     iclr-lab list
     iclr-lab reproduce SLUG [--scale book] [--seed 0] [--out DIR] [--json]
     iclr-lab reproduce --all [--scale book] [--seed 0] [--out DIR]
+    iclr-lab launch SLUG [--nproc N] [--backend gloo|nccl] [--scale book] [--seed 0] [--out DIR]
 
 ``reproduce`` prints the claims scorecard (or one JSON object with ``--json``), writes tables (CSV),
 charts (HTML, PNG) and claims (JSON) to ``--out`` when given, and exits with status 1 when a claim that
 is expected to hold fails. ``--all`` runs every implemented chapter and writes ``scoreboard.csv`` and
 ``scoreboard.md`` to ``--out`` (default ``iclr_lab_scoreboard``).
+
+``launch`` runs a distributed chapter's training function on real ``torch.distributed`` processes
+(DESIGN.md section 5). A chapter is launchable when its module defines
+
+    launch(comm: Collective, scale: str = "book", seed: int = 0) -> dict[str, pandas.DataFrame]
+
+which every process calls with its own :class:`~iclr_lab.core.collective.Collective`; the tables it
+returns are the ones the simulator gives for the same world size, and must include ``final`` (one
+row per run, with a ``final_loss`` column). Two ways to start it:
+
+* on one machine, ``iclr-lab launch SLUG --nproc N`` spawns ``N`` processes on loopback, prints
+  rank 0's ``final`` table, then runs the same function on the simulator with ``N`` threads and
+  prints its table and the largest difference (``--no-compare`` skips that);
+* on several machines, ``torchrun`` starts the processes and the command joins the group it
+  describes (it sees ``RANK`` and ``WORLD_SIZE`` in the environment)::
+
+      torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d --rdzv-endpoint HOST:29500 \\
+          -m iclr_lab launch desloc --out runs/
+
+``--out`` writes rank 0's tables as CSV (and the simulator's, when compared, to ``DIR/simulator``).
 """
 
 from __future__ import annotations
@@ -20,11 +41,16 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from iclr_lab.core.registry import chapter, chapters
 from iclr_lab.core.registry import reproduce as run_chapter
 from iclr_lab.core.report import Report, timed
 from iclr_lab.core.scales import SCALES
+
+#: torch.distributed back ends of ``iclr-lab launch`` (as ``iclr_lab.core.collective.BACKENDS``,
+#: repeated here so that ``iclr-lab --help`` does not import torch).
+BACKENDS = ("gloo", "nccl")
 
 __all__ = ["main"]
 
@@ -36,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="iclr-lab", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run the experiments of the iclr_lab book and check each paper's claims.",
         epilog="examples:\n  iclr-lab list\n  iclr-lab reproduce vradam --seed 3 --json\n"
+               "  iclr-lab launch desloc --nproc 2\n"
                "  iclr-lab reproduce --all --scale smoke --out runs/")
     p.add_argument("--version", action="version", version=f"iclr-lab {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
@@ -49,6 +76,22 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
     r.add_argument("--out", type=Path, help="write tables, charts and claims here")
     r.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    la = sub.add_parser(
+        "launch", help="run a distributed chapter on real torch.distributed processes",
+        description="Run a distributed chapter's training function on torch.distributed processes: "
+                    "N local processes on loopback, or the processes torchrun started (when RANK "
+                    "and WORLD_SIZE are set). Prints the final losses next to the simulator's.")
+    la.add_argument("slug", help="chapter slug of a distributed chapter (e.g. desloc)")
+    la.add_argument("--nproc", type=int, default=2,
+                    help="processes to start on this machine (default 2; ignored under torchrun)")
+    la.add_argument("--backend", choices=BACKENDS, default=None,
+                    help="gloo (CPU) or nccl (one GPU per process); default: nccl if CUDA is "
+                         "available, else gloo")
+    la.add_argument("--scale", default="book", choices=SCALES, help="run size (default book)")
+    la.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    la.add_argument("--out", type=Path, help="write rank 0's tables (CSV) here")
+    la.add_argument("--no-compare", dest="compare", action="store_false",
+                    help="do not rerun the same function on the simulator")
     return p
 
 
@@ -122,12 +165,94 @@ def _has_tabulate() -> bool:
     return importlib.util.find_spec("tabulate") is not None
 
 
+def _launchable(slug: str) -> Any:
+    from iclr_lab.core.registry import load
+
+    chapter(slug)
+    module = load(slug)
+    if not callable(getattr(module, "launch", None)):
+        launchable = [c.slug for c in chapters(available_only=True) if c.part == "distributed"]
+        raise ValueError(f"chapter {slug!r} has no launch(comm, scale, seed) to run on "
+                         f"torch.distributed; launchable chapters: {launchable}")
+    return module
+
+
+def _save_tables(tables: dict[str, Any], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for name, df in tables.items():
+        df.to_csv(out / f"{name}.csv", index=False)
+
+
+def _final(tables: dict[str, Any], slug: str) -> Any:
+    if "final" not in tables or "final_loss" not in tables["final"].columns:
+        raise RuntimeError(f"{slug}.launch must return a 'final' table with a 'final_loss' column")
+    return tables["final"]
+
+
+def _launch(args: argparse.Namespace) -> int:
+    import functools
+    import os
+
+    import pandas as pd
+
+    from iclr_lab.core.collective import init_from_env, run_processes, run_simulated
+    from iclr_lab.core.validation import check_int
+
+    slug = args.slug
+    module = _launchable(slug)
+    check_int("seed", args.seed, 0, 2**32 - 1)
+    train = functools.partial(module.launch, scale=args.scale, seed=args.seed)
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # started by torchrun
+        import torch.distributed as dist
+
+        comm = init_from_env(args.backend)
+        try:
+            tables = train(comm)
+        finally:
+            dist.destroy_process_group()
+        if comm.rank != 0:
+            return 0
+        nproc, how, compare = comm.world_size, "torchrun", False
+    else:
+        nproc = check_int("nproc", args.nproc, 1)
+        backend = args.backend or ("nccl" if _cuda() else "gloo")
+        tables = run_processes(train, nproc, backend)[0]
+        how, compare = f"{nproc} local processes, {backend}", args.compare
+    final = _final(tables, slug)
+    with pd.option_context("display.width", 120, "display.max_columns", 20,
+                           "display.float_format", "{:.9g}".format):
+        print(f"{slug}: torch.distributed ({how}), scale={args.scale}, seed={args.seed}")
+        print(final.to_string(index=False))
+        if args.out:
+            _save_tables(tables, args.out)
+        if compare:
+            simulated = run_simulated(train, nproc)[0]
+            sim_final = _final(simulated, slug)
+            print(f"\n{slug}: simulator ({nproc} threads), same function")
+            print(sim_final.to_string(index=False))
+            diff = (final["final_loss"] - sim_final["final_loss"]).abs().max()
+            print(f"\nlargest |final loss, torch.distributed - simulator| = {diff:.3g}")
+            if args.out:
+                _save_tables(simulated, args.out / "simulator")
+    if args.out:
+        print(f"wrote the tables to {args.out}")
+    return 0
+
+
+def _cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 = every expected claim holds)."""
     args = _parser().parse_args(argv)
     try:
         if args.command == "list":
             return _list()
+        if args.command == "launch":
+            return _launch(args)
         return _all(args) if args.all else _one(args.slug, args)
     except ValueError as err:  # bad slug, scale or seed: one line, no traceback
         print(f"iclr-lab: error: {err}", file=sys.stderr)

@@ -69,3 +69,61 @@ def test_version_and_help_read_as_plain_text(capsys):
             cli.main(args)
         text = capsys.readouterr().out
         assert "usage: iclr-lab" in text and "``" not in text and "`" not in text
+
+
+# --- iclr-lab launch ------------------------------------------------------------------------------
+
+def _launchable(calls):
+    def launch(comm, scale="book", seed=0):
+        import torch
+
+        x = torch.full((3,), float(comm.rank + seed))
+        comm.all_reduce_mean([x], kind="parameters")
+        calls.append((comm.rank, comm.world_size, scale, seed))
+        return {"final": pd.DataFrame({"method": ["m"], "final_loss": [float(x[0])]}),
+                "curves": pd.DataFrame({"step": [1, 2], "loss": [1.0, 0.5]})}
+
+    return SimpleNamespace(launch=launch)
+
+
+def test_launch_under_torchrun_joins_the_group_from_the_environment(monkeypatch, tmp_path, capsys):
+    """The torchrun path, in this process: RANK and WORLD_SIZE set, a group of one (gloo)."""
+    from iclr_lab.core.collective import _free_port
+
+    calls = []
+    monkeypatch.setattr("iclr_lab.core.registry.load", lambda slug: _launchable(calls))
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(_free_port()))
+    assert cli.main(["launch", "desloc", "--backend", "gloo", "--scale", "smoke", "--seed", "3",
+                     "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "torchrun" in out and "simulator" not in out and "3" in out
+    assert calls == [(0, 1, "smoke", 3)]
+    assert pd.read_csv(tmp_path / "final.csv").final_loss.tolist() == [3.0]
+    assert (tmp_path / "curves.csv").exists()
+    import torch.distributed as dist
+
+    assert not dist.is_initialized()  # the group is torn down
+
+
+def test_launch_rejects_chapters_without_a_launch_and_bad_arguments(monkeypatch, capsys):
+    monkeypatch.setattr("iclr_lab.core.registry.load", lambda slug: SimpleNamespace())
+    assert cli.main(["launch", "vradam"]) == 2
+    assert "no launch" in capsys.readouterr().err
+    assert cli.main(["launch", "adam9000"]) == 2
+    assert "slug must be one of" in capsys.readouterr().err
+    monkeypatch.setattr("iclr_lab.core.registry.load", lambda slug: _launchable([]))
+    monkeypatch.delenv("RANK", raising=False)
+    assert cli.main(["launch", "desloc", "--nproc", "0"]) == 2
+    assert "nproc" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["launch", "desloc", "--backend", "mpi"])
+
+
+def test_launch_help_reads_as_plain_text(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["launch", "--help"])
+    text = capsys.readouterr().out
+    assert "usage: iclr-lab launch" in text and "torchrun" in text and "`" not in text
