@@ -1,0 +1,87 @@
+"""Frank–Wolfe with an adaptive Bregman step size, for relatively smooth, weakly convex functions.
+
+Reproduces Takahashi, Pokutta & Takeda, "Fast Frank–Wolfe Algorithms with Adaptive Bregman
+Step-Size for Weakly Convex Functions" (ICLR 2026, arXiv 2504.04330). The chapter is
+``book/recovery/frank_wolfe_bregman.md``. The package splits in three:
+
+* :mod:`~iclr_lab.recovery.frank_wolfe_bregman.algorithms`: what a user imports: the linear
+  minimisation oracles, the kernels, the step rules and :func:`frank_wolfe`;
+* :mod:`~iclr_lab.recovery.frank_wolfe_bregman.problems`: the chapter's objectives (phase retrieval,
+  the l_p loss, Poisson/KL);
+* :mod:`~iclr_lab.recovery.frank_wolfe_bregman.experiments`: the chapter's :func:`reproduce`, its
+  claims, charts and explorer.
+"""
+
+from iclr_lab.recovery.frank_wolfe_bregman.algorithms import (
+    LMO,
+    Box,
+    BregmanAdaptive,
+    Burg,
+    Constant,
+    Euclidean,
+    EuclideanAdaptive,
+    FWResult,
+    Kernel,
+    KSparse,
+    L1Ball,
+    L2Ball,
+    OpenLoop,
+    Quartic,
+    Shannon,
+    ShortStep,
+    Simplex,
+    StepRule,
+    evals_per_iteration,
+    frank_wolfe,
+)
+from iclr_lab.recovery.frank_wolfe_bregman.experiments import (
+    SIZES,
+    charts,
+    explorer,
+    linear_rate,
+    lp_instance,
+    numbers,
+    phase_retrieval_instance,
+    poisson_instance,
+    reproduce,
+    scaling_chart,
+    scaling_profile,
+)
+from iclr_lab.recovery.frank_wolfe_bregman.problems import LpLoss, PhaseRetrieval, PoissonKL
+
+__all__ = [
+    "LMO",
+    "SIZES",
+    "Box",
+    "BregmanAdaptive",
+    "Burg",
+    "Constant",
+    "Euclidean",
+    "EuclideanAdaptive",
+    "FWResult",
+    "KSparse",
+    "Kernel",
+    "L1Ball",
+    "L2Ball",
+    "LpLoss",
+    "OpenLoop",
+    "PhaseRetrieval",
+    "PoissonKL",
+    "Quartic",
+    "Shannon",
+    "ShortStep",
+    "Simplex",
+    "StepRule",
+    "charts",
+    "evals_per_iteration",
+    "explorer",
+    "frank_wolfe",
+    "linear_rate",
+    "lp_instance",
+    "numbers",
+    "phase_retrieval_instance",
+    "poisson_instance",
+    "reproduce",
+    "scaling_chart",
+    "scaling_profile",
+]
