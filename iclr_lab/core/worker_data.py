@@ -151,12 +151,14 @@ class WorkerShards:
             training set.
         kind: how the shards were made (one of :data:`SPLITS`).
         alpha: the Dirichlet concentration (``None`` unless ``kind == "dirichlet"``).
+        standardized: whether the pixels were standardised (:func:`digit_shards`).
     """
 
     split: Split
     shards: tuple[np.ndarray, ...]
     kind: str
     alpha: float | None = None
+    standardized: bool = False
 
     @property
     def n_workers(self) -> int:
@@ -175,8 +177,15 @@ class WorkerShards:
 
 
 def digit_shards(n_workers: int, split: str = "iid", *, alpha: float | None = None,
-                 seed: int = 0, test_size: float = 0.2) -> WorkerShards:
+                 seed: int = 0, test_size: float = 0.2, standardize: bool = False) -> WorkerShards:
     """scikit-learn's digits (:func:`iclr_lab.core.datasets.digits`) divided among ``n_workers``.
+
+    With ``standardize=True`` every pixel is shifted and scaled by the training set's mean and
+    standard deviation (a pixel that is constant in the training set is only shifted). Raw pixels
+    in [0, 1] are exactly zero on the border of most images; with label-sorted shards some pixels
+    are then zero on *every* image a worker holds, so that worker's gradient, and Adam's second
+    moment, is exactly zero there. Standardised pixels are zero only where they are constant
+    in the whole training set.
 
     Args:
         n_workers: number of workers (>= 1).
@@ -186,9 +195,17 @@ def digit_shards(n_workers: int, split: str = "iid", *, alpha: float | None = No
         seed: fixes the shuffles and draws of the shards. The train/test split itself is fixed
             (seed 0), so that every seed trains on the same examples.
         test_size: fraction of the examples held out, shared by every worker.
+        standardize: standardise the pixels with the training set's statistics.
     """
     check_choice("split", split, SPLITS)
+    if not isinstance(standardize, bool):
+        raise TypeError(f"standardize must be True or False, got {standardize!r}")
     data = digits(test_size=test_size, seed=0)
+    if standardize:
+        mean, std = data.x_train.mean(axis=0), data.x_train.std(axis=0)
+        std[std == 0] = 1.0
+        data = Split(((data.x_train - mean) / std).astype(np.float32), data.y_train,
+                     ((data.x_test - mean) / std).astype(np.float32), data.y_test)
     if split == "dirichlet":
         if alpha is None:
             raise ValueError("alpha must be given (> 0) when split='dirichlet'")
@@ -199,7 +216,8 @@ def digit_shards(n_workers: int, split: str = "iid", *, alpha: float | None = No
         shards = shard_iid(data.y_train, n_workers, seed)
     else:
         shards = shard_sorted(data.y_train, n_workers)
-    return WorkerShards(data, tuple(shards), split, None if alpha is None else float(alpha))
+    return WorkerShards(data, tuple(shards), split, None if alpha is None else float(alpha),
+                        standardize)
 
 
 # ---------------------------------------------------------------------------------------------

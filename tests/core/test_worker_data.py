@@ -66,6 +66,15 @@ def test_digit_shards_and_worker_views():
     counts = ws.label_counts()
     assert counts.shape == (8, 10) and counts.sum() == ws.split.y_train.size
     assert ((counts > 0).sum(axis=1) <= 3).all()
+    std = digit_shards(8, "sorted", standardize=True)
+    assert std.standardized and np.array_equal(std.shards[3], ws.shards[3])
+    np.testing.assert_allclose(std.split.x_train.mean(axis=0), 0.0, atol=1e-5)
+    spread = std.split.x_train.std(axis=0)
+    assert np.all((np.abs(spread - 1) < 1e-4) | (spread == 0))
+    # raw pixels: some pixel is zero on every image of a label-sorted shard but not everywhere
+    zero_raw = [(ws.worker(r)[0] == 0).all(axis=0) & (ws.split.x_train != 0).any(axis=0) for r in range(8)]
+    zero_std = [(std.worker(r)[0] == 0).all(axis=0) & (std.split.x_train != 0).any(axis=0) for r in range(8)]
+    assert any(z.any() for z in zero_raw) and not any(z.any() for z in zero_std)
     dirichlet = digit_shards(4, "dirichlet", alpha=0.5, seed=2)
     assert dirichlet.alpha == 0.5 and _is_partition(dirichlet.shards, ws.split.y_train.size)
 
@@ -83,6 +92,7 @@ def test_digit_shards_and_worker_views():
     (lambda: digit_shards(4, "dirichlet"), "alpha"),
     (lambda: digit_shards(4, "iid", alpha=1.0), "alpha"),
     (lambda: digit_shards(4, "shuffled"), "split"),
+    (lambda: digit_shards(4, "iid", standardize=1), "standardize"),
     (lambda: digit_shards(4, "iid").worker(4), "rank"),
     (lambda: worker_seed(-1, 0), "seed"),
     (lambda: QuadraticToy(0, 2), "dim"),
