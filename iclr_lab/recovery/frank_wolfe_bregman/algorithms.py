@@ -56,6 +56,8 @@ __all__ = [
     "Shannon",
     "ShortStep",
     "Simplex",
+    "StepRequest",
+    "StepResult",
     "StepRule",
     "evals_per_iteration",
     "frank_wolfe",
@@ -352,10 +354,19 @@ class Shannon:
 
 
 @dataclass
-class _Search:
-    """What one step-size call needs and returns. ``direction`` is ``d``; ``gap`` is
-    ``G_d = -<grad f(x), d>`` (the FW gap for a FW step); ``state`` carries the smoothness estimate
-    (and ``kappa``) from one call to the next."""
+class StepRequest:
+    """What a step rule sees at one iteration (built by :func:`frank_wolfe`).
+
+    Attributes:
+        t: the iteration, from 0.
+        x: the iterate; ``fx`` its value ``f(x)``; ``g`` its gradient.
+        direction: the direction ``d`` (``v - x`` for a FW step, ``x - a`` for an away step).
+        gap: ``G_d = -<grad f(x), d>``, the FW gap for a FW step (``frank_wolfe_bregman-eq-gap``).
+        gamma_max: the largest feasible step along ``d`` (1 for a FW step).
+        kernel: the kernel whose distance the rule may use.
+        f: the objective, counted: each call is one function evaluation.
+        state: what an adaptive rule carries from one call to the next (``"L"``, ``"kappa"``).
+    """
 
     t: int
     x: Array
@@ -370,10 +381,20 @@ class _Search:
 
 
 @dataclass
-class _Step:
+class StepResult:
+    """What a step rule returns.
+
+    Attributes:
+        gamma: the step (0 means that the rule found no step: the run stalls).
+        f_new: ``f(x + gamma d)`` when the rule evaluated it, else None.
+        trials: the evaluations of ``f`` that the call spent.
+        M: the accepted constant of an adaptive rule (NaN otherwise).
+        kappa: the accepted exponent of the adaptive Bregman rule (NaN otherwise).
+    """
+
     gamma: float
-    f_new: float | None = None  # f(x + gamma d) when the rule evaluated it
-    trials: int = 0  # evaluations of f spent by this call
+    f_new: float | None = None
+    trials: int = 0
     M: float = math.nan
     kappa: float = math.nan
 
@@ -386,7 +407,7 @@ class StepRule(Protocol):
         """A short name for tables and legends."""
         ...
 
-    def step(self, s: _Search) -> _Step:
+    def step(self, s: StepRequest) -> StepResult:
         """The step along ``s.direction`` (at most ``s.gamma_max``)."""
         ...
 
@@ -404,8 +425,8 @@ class OpenLoop:
     def __post_init__(self) -> None:
         check_range("ell", self.ell, 0.0, low_open=True)
 
-    def step(self, s: _Search) -> _Step:
-        return _Step(min(self.ell / (s.t + self.ell), s.gamma_max))
+    def step(self, s: StepRequest) -> StepResult:
+        return StepResult(min(self.ell / (s.t + self.ell), s.gamma_max))
 
 
 @dataclass(frozen=True)
@@ -418,8 +439,8 @@ class Constant:
     def __post_init__(self) -> None:
         check_range("step", self.gamma, 0.0, 1.0, low_open=True)
 
-    def step(self, s: _Search) -> _Step:
-        return _Step(min(self.gamma, s.gamma_max))
+    def step(self, s: StepRequest) -> StepResult:
+        return StepResult(min(self.gamma, s.gamma_max))
 
 
 def _bregman_trial(gap: float, M: float, kappa: float, D: float, gamma_max: float) -> float:
@@ -450,14 +471,14 @@ class ShortStep:
         check_range("L", self.L, 0.0, low_open=True)
         check_range("nu", self.nu, 0.0, 1.0, low_open=True)
 
-    def step(self, s: _Search) -> _Step:
+    def step(self, s: StepRequest) -> StepResult:
         D = s.kernel.divergence(s.x + s.gamma_max * s.direction, s.x)
         if not (s.gap > 0 and 0 < D < math.inf):
-            return _Step(0.0)
-        return _Step(_bregman_trial(s.gap, self.L, self.nu, D, s.gamma_max) * s.gamma_max)
+            return StepResult(0.0)
+        return StepResult(_bregman_trial(s.gap, self.L, self.nu, D, s.gamma_max) * s.gamma_max)
 
 
-def _initial_estimate(s: _Search, grad: Callable[[Array], Array], kernel: Kernel) -> float:
+def _initial_estimate(s: StepRequest, grad: Callable[[Array], Array], kernel: Kernel) -> float:
     """FrankWolfe.jl's first smoothness estimate, generalised to a kernel:
     ``||grad f(x + eps d) - grad f(x)|| ||d|| / (2 eps D_phi(x + d, x))`` with ``eps = min(1e-3, gamma_max)``.
 
@@ -494,10 +515,10 @@ class EuclideanAdaptive:
             check_range("L0", self.L0, 0.0, low_open=True)
         check_int("max_trials", self.max_trials, 1)
 
-    def step(self, s: _Search) -> _Step:
+    def step(self, s: StepRequest) -> StepResult:
         nd2 = float(s.direction @ s.direction)
         if not (s.gap > 0 and nd2 > 0):
-            return _Step(0.0)
+            return StepResult(0.0)
         M = self.eta * s.state["L"]
         slack = _SLACK * max(1.0, abs(s.fx))
         for trial in range(1, self.max_trials + 1):
@@ -505,10 +526,10 @@ class EuclideanAdaptive:
             f_new = s.f(s.x + gamma * s.direction)
             if f_new <= s.fx - gamma * s.gap + 0.5 * gamma * gamma * M * nd2 + slack:
                 s.state["L"] = M
-                return _Step(gamma, f_new, trial, M)
+                return StepResult(gamma, f_new, trial, M)
             M *= self.tau
         s.state["L"] = M
-        return _Step(0.0, None, self.max_trials, M)
+        return StepResult(0.0, None, self.max_trials, M)
 
 
 @dataclass(frozen=True)
@@ -545,25 +566,27 @@ class BregmanAdaptive:
         check_range("kappa_min", self.kappa_min, 0.0, 1.0, low_open=True)
         check_int("max_trials", self.max_trials, 1)
 
-    def step(self, s: _Search) -> _Step:
+    def step(self, s: StepRequest) -> StepResult:
         D = s.kernel.divergence(s.x + s.gamma_max * s.direction, s.x)
         if not (s.gap > 0 and 0 < D < math.inf):
-            return _Step(0.0)
-        M = self.eta * s.state["L"]
-        kappa = 1.0 if (self.kappa_restart or self.freeze_kappa) else s.state.get("kappa", 1.0)
+            return StepResult(0.0)
+        M = self.eta * s.state["L"]  # a little more optimistic than last time
+        restart = self.kappa_restart or self.freeze_kappa
+        kappa = 1.0 if restart else s.state.get("kappa", 1.0)
         slack = _SLACK * max(1.0, abs(s.fx))
         for trial in range(1, self.max_trials + 1):
-            u = _bregman_trial(s.gap, M, kappa, D, s.gamma_max)
+            u = _bregman_trial(s.gap, M, kappa, D, s.gamma_max)  # the short step for (M, kappa)
             gamma = u * s.gamma_max
             f_new = s.f(s.x + gamma * s.direction)
-            if f_new - s.fx + gamma * s.gap <= M * u ** (1.0 + kappa) * D + slack:
+            model = M * u ** (1.0 + kappa) * D
+            if f_new - s.fx + gamma * s.gap <= model + slack:
                 s.state["L"], s.state["kappa"] = M, kappa
-                return _Step(gamma, f_new, trial, M, kappa)
+                return StepResult(gamma, f_new, trial, M, kappa)
             M *= self.tau
             if not self.freeze_kappa:
                 kappa = max(self.beta * kappa, self.kappa_min)
         s.state["L"], s.state["kappa"] = M, kappa
-        return _Step(0.0, None, self.max_trials, M, kappa)
+        return StepResult(0.0, None, self.max_trials, M, kappa)
 
 
 def evals_per_iteration(eta: float = 0.9, tau: float = 2.0) -> float:
@@ -592,8 +615,10 @@ class FWResult:
         f_values: ``f(x_t)`` (recorded for the reader; evaluations the rule did not need are not
             counted in ``evals``).
         evals: cumulative number of evaluations of ``f`` the step rule needed to reach ``x_t``.
-        steps: the step ``gamma_t``; ``trials``: the evaluations of ``f`` spent on it.
-        M, kappa: the accepted constant and exponent of an adaptive rule (NaN otherwise).
+        steps: the step ``gamma_t``.
+        trials: the evaluations of ``f`` spent on the step ``gamma_t``.
+        M: the accepted constant of an adaptive rule (NaN otherwise).
+        kappa: the accepted exponent of the adaptive Bregman rule (NaN otherwise).
         kinds: ``"fw"``, ``"away"`` or ``"drop"`` (an away step that removed a vertex).
         grad_evals: gradient evaluations (one per iterate, plus one for a first estimate).
         status: ``"converged"`` (gap <= tol), ``"max_iter"`` or ``"stalled"`` (a zero step).
@@ -754,7 +779,7 @@ def frank_wolfe(f: Callable[[Array], float], grad: Callable[[Array], Array], lmo
             if float(-(g @ d_away)) > gap and w_away < 1.0:
                 d, gap, kind = d_away, float(-(g @ d_away)), "away"
                 gamma_max = w_away / (1.0 - w_away)
-        search = _Search(t, x, fx, g, d, gap, gamma_max, kern, counted, state)
+        search = StepRequest(t, x, fx, g, d, gap, gamma_max, kern, counted, state)
         if "L" not in state and isinstance(rule, EuclideanAdaptive | BregmanAdaptive):
             state["L"] = rule.L0 if rule.L0 is not None else _initial_estimate(search, grad, kern)
             grad_evals += rule.L0 is None

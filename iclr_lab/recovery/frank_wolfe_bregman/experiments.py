@@ -235,6 +235,7 @@ def _phase_retrieval(sz: _Sizes, seeds: Sequence[int]) -> dict[str, pd.DataFrame
                 "evals_per_iter": float(res.trials.mean()) if adaptive else 0.0,
                 "f_final": float(res.f_values[reached][-1]),
                 "dist_to_truth": float(min(np.linalg.norm(res.x - x_true), np.linalg.norm(res.x + x_true))),
+                "kappa_below_one": float(np.mean(res.kappa < 1.0)) if name == BREG else math.nan,
             })
         if seed == seeds[0]:
             for name in (BREG, EUC):
@@ -293,6 +294,7 @@ def _lp(sz: _Sizes, seeds: Sequence[int]) -> dict[str, pd.DataFrame]:
                 "evals_per_iter": float(res.trials.mean()) if adaptive and res.trials.size else 0.0,
                 "smallest_kappa": (float(np.nanmin(res.kappa)) if name == BREG and res.kappa.size
                                    else math.nan),
+                "kappa_below_one": float(np.mean(res.kappa < 1.0)) if name == BREG else math.nan,
             })
     return {"lp_curves": pd.DataFrame(curves), "lp_summary": pd.DataFrame(summary)}
 
@@ -498,6 +500,7 @@ def numbers(report: Report) -> dict[str, float]:
         "lp_evals_euc": med(lp, EUC, "evals_per_iter"), "lp_evals_breg": med(lp, BREG, "evals_per_iter"),
         "lp_open_vs_euc": float(np.median(_ratio(lp, OPEN, EUC))),
         "lp_kappa_min": float(lp[lp["method"] == BREG]["smallest_kappa"].median()),
+        "lp_kappa_below_one": med(lp, BREG, "kappa_below_one"),
         "kl_breg_afw_factor": med(kl, KL_BREG_AFW, "factor"),
         "kl_open_factor": med(kl, KL_OPEN, "factor"),
         "kl_breg_fw_factor": med(kl, KL_BREG_FW, "factor"),
@@ -511,7 +514,15 @@ def numbers(report: Report) -> dict[str, float]:
     trace = tb["pr_trace"]
     breg = trace[trace["method"] == BREG]
     out["pr_kappa_min"] = float(breg["kappa"].min())
-    return out
+    out["pr_kappa_below_one"] = med(pr, BREG, "kappa_below_one")
+    from iclr_lab.core.scales import pick
+
+    sz = pick(SIZES, report.scale)
+    out.update({"pr_m": sz.pr[0], "pr_n": sz.pr[1], "pr_K": sz.pr[2], "pr_s": sz.pr[3],
+                "pr_budget": sz.pr_budget, "lp_m": sz.lp[0], "lp_n": sz.lp[1],
+                "lp_budget": sz.lp_budget, "kl_m": sz.kl[0], "kl_n": sz.kl[1], "kl_s": sz.kl[2],
+                "kl_iters": sz.kl_iters, "win_lo": sz.window[0], "win_hi": sz.window[1]})
+    return {k: float(v) for k, v in out.items()}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -578,7 +589,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     out["eta_sweep"] = sweep(sw, x="t", y="evals_per_iter", param="eta", color="method",
                              param_label="η", log_x=True, start=0.9, highlight=BREG,
                              x_title="iteration t", y_title="evaluations of f per iteration",
-                             color_title="", title="The price of adaptivity depends on η")
+                             color_title="curve", title="The price of adaptivity depends on η")
     return out
 
 
