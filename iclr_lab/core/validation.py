@@ -31,10 +31,14 @@ def check_range(
     low: float = -math.inf,
     high: float = math.inf,
     *,
-    low_open: bool = False,
-    high_open: bool = False,
+    low_open: bool | None = None,
+    high_open: bool | None = None,
 ) -> float:
     """Check that ``low <= value <= high`` (strict on an open side) and return it as a float.
+
+    A side is closed by default, except an infinite one: ``check_range("lr", x, 0)`` means
+    ``[0, inf)`` and rejects ``inf``. Pass ``high_open=False`` to admit it (``[0, inf]``, as for a
+    cap that may be switched off).
 
     Raises:
         TypeError: ``value`` is not a real number.
@@ -42,11 +46,13 @@ def check_range(
             the usual bracket notation, e.g. ``beta1 must be in [0, 1), got 1.0``.
     """
     x = check_real(name, value)
-    too_low = x <= low if low_open else x < low
-    too_high = x >= high if high_open else x > high
+    lo_open = low == -math.inf if low_open is None else low_open
+    hi_open = high == math.inf if high_open is None else high_open
+    too_low = x <= low if lo_open else x < low
+    too_high = x >= high if hi_open else x > high
     if math.isnan(x) or too_low or too_high:
-        lb = "(" if low_open or low == -math.inf else "["
-        hb = ")" if high_open or high == math.inf else "]"
+        lb = "(" if lo_open else "["
+        hb = ")" if hi_open else "]"
         raise ValueError(f"{name} must be in {lb}{_fmt(low)}, {_fmt(high)}{hb}, got {value!r}")
     return x
 

@@ -54,3 +54,15 @@ def test_seed_everything_is_reproducible_and_pins_torch_threads():
     assert "torch" in sys.modules
     with pytest.raises(ValueError, match="seed"):
         seed_everything(-1)
+
+
+def test_an_infinite_bound_is_open_unless_closed_explicitly():
+    import math
+
+    from iclr_lab.core.validation import check_range
+
+    with pytest.raises(ValueError, match=r"lr must be in \[0, inf\), got inf"):
+        check_range("lr", math.inf, 0)
+    assert check_range("cap", math.inf, 0, high_open=False) == math.inf
+    with pytest.raises(ValueError, match=r"x must be in \(-inf, 1\]"):
+        check_range("x", -math.inf, high=1)

@@ -154,7 +154,7 @@ def _check_rates(lr: Any, beta3: Any, lr_cutoff: Any, weight_decay: Any) -> tupl
     """
     return (check_range("lr", lr, 0, math.inf, high_open=True),
             check_range("beta3", beta3, 0, math.inf, high_open=True),
-            check_range("lr_cutoff", lr_cutoff, 0, math.inf),
+            check_range("lr_cutoff", lr_cutoff, 0, math.inf, high_open=False),
             check_range("weight_decay", weight_decay, 0, math.inf, high_open=True))
 
 
@@ -173,7 +173,7 @@ def _nonnegative(name: str) -> Callable[[Any], float]:
 _GROUP_CHECKS: dict[str, Callable[[Any], Any]] = {
     "lr": _nonnegative("lr"),
     "beta3": _nonnegative("beta3"),
-    "lr_cutoff": lambda v: check_range("lr_cutoff", v, 0, math.inf),
+    "lr_cutoff": lambda v: check_range("lr_cutoff", v, 0, math.inf, high_open=False),
     "weight_decay": _nonnegative("weight_decay"),
     "maximize": lambda v: _check_flag("maximize", v),
     "foreach": lambda v: _check_flag("foreach", v, allow_none=True),
