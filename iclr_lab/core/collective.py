@@ -52,6 +52,7 @@ from iclr_lab.core.validation import check_choice, check_int, check_range
 
 __all__ = [
     "BACKENDS",
+    "START_METHODS",
     "TENSOR_KINDS",
     "Collective",
     "CommCounts",
@@ -225,7 +226,9 @@ class _Hub:
 
     def __init__(self, world_size: int) -> None:
         self.world_size = world_size
-        self.cond = threading.Condition()
+        # one lock; one condition per rank, so that handing the turn on wakes only its receiver
+        self.lock = threading.RLock()
+        self.conds = [threading.Condition(self.lock) for _ in range(world_size)]
         self.turn = 0
         self.generation = 0  # how many collectives have completed
         self.slots: list[list[torch.Tensor]] = [[] for _ in range(world_size)]
@@ -235,11 +238,11 @@ class _Hub:
         self.finished = [False] * world_size
         self.error: BaseException | None = None
 
-    # every method below is called with self.cond held
+    # every method below is called with self.lock held
 
     def wait_turn(self, rank: int) -> None:
         while self.turn != rank and self.error is None:
-            self.cond.wait()
+            self.conds[rank].wait()
         if self.error is not None:
             raise _Aborted
 
@@ -251,12 +254,13 @@ class _Hub:
             self.fail(RuntimeError(
                 f"worker {nxt} returned while others still wait in a collective: every worker must "
                 "make the same collective calls in the same order"))
-        self.cond.notify_all()
+        self.conds[nxt].notify()
 
     def fail(self, err: BaseException) -> None:
         if self.error is None:
             self.error = err
-        self.cond.notify_all()
+        for cond in self.conds:
+            cond.notify_all()
 
     def reduce(self) -> None:
         missing = [r for r in range(self.world_size) if self.joined[r] != self.generation]
@@ -289,7 +293,7 @@ class SimulatedCollective(Collective):
 
     def _all_reduce(self, tensors: list[torch.Tensor], op: _Op) -> None:
         hub, rank = self._hub, self.rank
-        with hub.cond:
+        with hub.lock:
             generation = hub.generation
             hub.slots[rank] = [t.detach() for t in tensors]
             hub.joined[rank] = generation
@@ -341,16 +345,16 @@ def run_simulated(fn: Callable[[Collective], T], world_size: int) -> list[T]:
 
     def work(rank: int) -> None:
         try:
-            with hub.cond:
+            with hub.lock:
                 hub.wait_turn(rank)
             results[rank] = fn(SimulatedCollective(rank, hub))
         except _Aborted:
             return  # another worker failed first; its error is the one to report
         except BaseException as err:  # re-raised in the caller's thread
-            with hub.cond:
+            with hub.lock:
                 hub.fail(err)
             return
-        with hub.cond:
+        with hub.lock:
             hub.finished[rank] = True
             hub.pass_turn(rank)
 
@@ -402,21 +406,33 @@ def _process_worker(rank: int, fn: Callable[[Collective], Any], world_size: int,
     Path(out, f"{rank}.pkl").write_bytes(pickle.dumps(result))
 
 
-def run_processes(fn: Callable[[Collective], T], world_size: int, backend: str = "gloo") -> list[T]:
+#: How :func:`run_processes` starts its processes (see :mod:`multiprocessing`).
+START_METHODS: tuple[str, ...] = ("spawn", "fork", "forkserver")
+
+
+def run_processes(fn: Callable[[Collective], T], world_size: int, backend: str = "gloo", *,
+                  start_method: str = "spawn") -> list[T]:
     """Run ``fn(comm)`` in ``world_size`` real processes joined by a ``backend`` group on loopback
-    (127.0.0.1); return their results in rank order. ``fn`` must be picklable (a module-level
-    function, or a :func:`functools.partial` of one). NCCL needs one GPU per process."""
+    (127.0.0.1); return their results in rank order.
+
+    ``fn`` must be picklable (a module-level function, or a :func:`functools.partial` of one).
+    NCCL needs one GPU per process. ``start_method="spawn"`` (the default) starts fresh
+    interpreters, the safe choice; ``"fork"`` copies this process, which skips importing torch
+    again in every child (much faster to start; safe on Linux before CUDA is initialised).
+    """
     import torch.multiprocessing as mp
 
     world_size = check_int("world_size", world_size, 1)
     check_choice("backend", backend, BACKENDS)
+    check_choice("start_method", start_method, START_METHODS)
     with tempfile.TemporaryDirectory() as out:
-        mp.spawn(_process_worker, args=(fn, world_size, _free_port(), out, backend),
-                 nprocs=world_size, join=True)
+        mp.start_processes(_process_worker, args=(fn, world_size, _free_port(), out, backend),
+                           nprocs=world_size, join=True, start_method=start_method)
         return [pickle.loads(Path(out, f"{r}.pkl").read_bytes()) for r in range(world_size)]
 
 
-def run_gloo(fn: Callable[[Collective], T], world_size: int) -> list[T]:
+def run_gloo(fn: Callable[[Collective], T], world_size: int, *,
+             start_method: str = "spawn") -> list[T]:
     """Run ``fn(comm)`` in ``world_size`` real processes joined by a gloo group on loopback; return
     their results in rank order (:func:`run_processes` with ``backend="gloo"``)."""
-    return run_processes(fn, world_size, "gloo")
+    return run_processes(fn, world_size, "gloo", start_method=start_method)

@@ -181,3 +181,5 @@ def test_bad_backend_is_rejected():
 
     with pytest.raises(ValueError, match="backend"):
         run_processes(_local_sgd, 2, backend="mpi")
+    with pytest.raises(ValueError, match="start_method"):
+        run_processes(_local_sgd, 2, start_method="thread")
