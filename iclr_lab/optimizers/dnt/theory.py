@@ -1,0 +1,159 @@
+"""The exact invariances behind DNT, on one feed-forward sub-block (float64, no training).
+
+* :func:`subblock_jacobian`: the input-Jacobian of a feed-forward sub-block ``f(x) = W_2 act(W_1 x)``
+  in three layouts: the bare branch ``f`` (``"none"``), MidNorm ``RMSNorm(f(x))`` (``"mid"``,
+  ``dnt-eq-midnorm``) and PostNorm ``RMSNorm(x + f(x))`` (``"post"``).
+* :func:`midnorm_invariance`: how much the output and the Jacobian of each layout change when
+  ``W_1`` and ``W_2`` are rescaled: zero for MidNorm with ReLU (the paper's Proposition on MidNorm,
+  ``dnt-thm-midnorm``), ``c1 c2`` for the bare branch.
+* :func:`jacobian_spectrum` and :func:`jacobian_explorer_chart`: the singular values of the three
+  Jacobians as the weights grow or shrink (the chapter's live explorer).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import pandas as pd
+import torch
+
+from iclr_lab.core.validation import check_choice, check_int, check_range
+
+if TYPE_CHECKING:
+    import altair as alt
+
+__all__ = ["LAYOUTS", "jacobian_explorer_chart", "jacobian_spectrum", "midnorm_invariance",
+           "subblock_jacobian"]
+
+Layout = Literal["none", "mid", "post"]
+#: The three sub-block layouts, with their legend names.
+LAYOUTS: dict[str, str] = {"none": "no norm: f(x)", "mid": "MidNorm: N(f(x))",
+                           "post": "PostNorm: N(x + f(x))"}
+
+
+def _rms_norm(z: torch.Tensor, eps: float) -> torch.Tensor:
+    # gain 1; the same formula as torch.nn.RMSNorm
+    return z * torch.rsqrt(z.pow(2).mean() + eps)
+
+
+def _subblock(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, layout: str, activation: str,
+              eps: float) -> torch.Tensor:
+    h = w1 @ x
+    f = w2 @ (torch.relu(h) if activation == "relu" else torch.nn.functional.gelu(h))
+    if layout == "none":
+        return f
+    if layout == "mid":
+        return _rms_norm(f, eps)
+    return _rms_norm(x + f, eps)
+
+
+def subblock_jacobian(w1: np.ndarray, w2: np.ndarray, x: np.ndarray, layout: str = "mid", *,
+                      activation: str = "relu", eps: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """The output and the input-Jacobian of one feed-forward sub-block, in float64.
+
+    Args:
+        w1: ``W_1``, shape ``(d_ff, d)``.
+        w2: ``W_2``, shape ``(d, d_ff)``.
+        x: the input, shape ``(d,)``.
+        layout: ``"none"`` (the branch ``f(x) = W_2 act(W_1 x)``), ``"mid"`` (MidNorm,
+            ``RMSNorm(f(x))``, ``dnt-eq-midnorm``) or ``"post"`` (PostNorm, ``RMSNorm(x + f(x))``).
+        activation: ``"relu"`` (positively homogeneous, as in the paper's Proposition) or ``"gelu"``.
+        eps: the RMSNorm ``epsilon``; the invariance is exact only for ``eps = 0``.
+
+    Returns:
+        ``(output, jacobian)`` with shapes ``(d,)`` and ``(d, d)``.
+    """
+    check_choice("layout", layout, tuple(LAYOUTS))
+    check_choice("activation", activation, ("relu", "gelu"))
+    check_range("eps", eps, 0.0)
+    w1t, w2t, xt = (torch.as_tensor(np.asarray(a, dtype=np.float64)) for a in (w1, w2, x))
+    if w1t.ndim != 2 or w2t.ndim != 2 or xt.ndim != 1 or w1t.shape[1] != xt.shape[0] \
+            or w2t.shape != (xt.shape[0], w1t.shape[0]):
+        raise ValueError(f"shapes must be w1 (d_ff, d), w2 (d, d_ff), x (d,); got "
+                         f"{tuple(w1t.shape)}, {tuple(w2t.shape)}, {tuple(xt.shape)}")
+
+    def fn(v: torch.Tensor) -> torch.Tensor:
+        return _subblock(v, w1t, w2t, layout, activation, eps)
+
+    jac = torch.autograd.functional.jacobian(fn, xt)
+    return fn(xt).numpy(), jac.numpy()
+
+
+def _random_subblock(d: int, d_ff: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Weights with variance ``1 / fan_in`` and an input of unit RMS: every layer is O(1)."""
+    rng = np.random.default_rng(seed)
+    w1 = rng.standard_normal((d_ff, d)) / np.sqrt(d)
+    w2 = rng.standard_normal((d, d_ff)) / np.sqrt(d_ff)
+    return w1, w2, rng.standard_normal(d)
+
+
+def midnorm_invariance(scales: tuple[float, ...] = (0.1, 10.0), *, d: int = 32, d_ff: int = 128,
+                       activation: str = "relu", eps: float = 0.0, seed: int = 0) -> pd.DataFrame:
+    """Rescale ``W_1`` and ``W_2`` of a random sub-block by each ``c`` in ``scales`` and measure how
+    much the output and the Jacobian of each layout change (``dnt-thm-midnorm``).
+
+    Returns:
+        One row per layout and scale: ``layout``, ``c``, ``output_change`` and ``jacobian_change``
+        (the largest relative change, ``max|new - old| / max|old|``) and ``jacobian_ratio``
+        (``||J(c)||_F / ||J(1)||_F``: ``c**2`` for the bare branch with ReLU, 1 with MidNorm).
+    """
+    check_int("d", d, 2)
+    check_int("d_ff", d_ff, 1)
+    for i, c in enumerate(scales):
+        check_range(f"scales[{i}]", c, 0.0, low_open=True)
+    w1, w2, x = _random_subblock(d, d_ff, seed)
+    rows = []
+    for layout in LAYOUTS:
+        y0, j0 = subblock_jacobian(w1, w2, x, layout, activation=activation, eps=eps)
+        for c in scales:
+            y, j = subblock_jacobian(c * w1, c * w2, x, layout, activation=activation, eps=eps)
+            rows.append({"layout": layout, "c": float(c),
+                         "output_change": float(np.abs(y - y0).max() / np.abs(y0).max()),
+                         "jacobian_change": float(np.abs(j - j0).max() / np.abs(j0).max()),
+                         "jacobian_ratio": float(np.linalg.norm(j) / np.linalg.norm(j0))})
+    return pd.DataFrame(rows)
+
+
+def jacobian_spectrum(scale_w1: float = 1.0, scale_w2: float = 1.0, *, d: int = 32,
+                      d_ff: int = 128, activation: str = "relu", eps: float = 1e-6,
+                      seed: int = 0) -> pd.DataFrame:
+    """Singular values of the three layouts' Jacobians with ``W_1`` and ``W_2`` rescaled.
+
+    A normalisation's Jacobian has one exact zero singular value (the direction it normalises
+    away); values below ``1e-9`` times the largest are dropped, so a log axis shows the rest.
+
+    Returns:
+        Columns ``layout`` (the legend name), ``index`` (1 = largest) and ``singular_value``.
+    """
+    check_range("scale_w1", scale_w1, 0.0, low_open=True)
+    check_range("scale_w2", scale_w2, 0.0, low_open=True)
+    w1, w2, x = _random_subblock(d, d_ff, seed)
+    rows = []
+    for layout, label in LAYOUTS.items():
+        _, j = subblock_jacobian(scale_w1 * w1, scale_w2 * w2, x, layout, activation=activation,
+                                 eps=eps)
+        s = np.linalg.svd(j, compute_uv=False)
+        s = s[s > 1e-9 * s[0]]
+        rows.append(pd.DataFrame({"layout": label, "index": np.arange(1, len(s) + 1),
+                                  "singular_value": s}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def jacobian_explorer_chart(scale_w1: float = 1.0, scale_w2: float = 1.0) -> alt.LayerChart:
+    """The singular values of the sub-block Jacobian for the three layouts (log axis), with ``W_1``
+    and ``W_2`` multiplied by ``scale_w1`` and ``scale_w2`` (``dnt-thm-midnorm``)."""
+    import altair as alt
+
+    from iclr_lab.core.charts import palette
+
+    df = jacobian_spectrum(scale_w1, scale_w2)
+    names = list(LAYOUTS.values())
+    color = alt.Color("layout:N", title="layout", scale=palette(names, LAYOUTS["mid"]))
+    line = alt.Chart(df).mark_line(point=alt.OverlayMarkDef(size=14)).encode(
+        x=alt.X("index:Q", title="singular value index (1 = largest)"),
+        y=alt.Y("singular_value:Q", title="singular value of ∂out/∂x",
+                scale=alt.Scale(type="log", domain=[1e-5, 1e5], clamp=True)),
+        color=color, tooltip=["layout", "index", alt.Tooltip("singular_value:Q", format=".3g")])
+    return alt.LayerChart(layer=[line], width=440, height=260,
+                          title=f"Sub-block Jacobian with W₁ × {scale_w1:.3g}, W₂ × {scale_w2:.3g}")
