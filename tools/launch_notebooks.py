@@ -191,7 +191,11 @@ def scan(chapter: Chapter, cells: list) -> None:
             if name == "math":
                 chapter.number("equation", options.get("label"))
             elif name.startswith("prf:") and name[4:] in PROOF_KINDS:
-                chapter.number(PROOF_KINDS[name[4:]], options.get("label"))
+                if "nonumber" in options:  # unnumbered: a reference reads "Theorem", as in the book
+                    if options.get("label"):
+                        chapter.numbers[options["label"]] = PROOF_KINDS[name[4:]]
+                else:
+                    chapter.number(PROOF_KINDS[name[4:]], options.get("label"))
             elif name == "exercise":
                 chapter.number("Exercise", options.get("label"))
             walk(body)
@@ -261,8 +265,9 @@ class Renderer:
         if name == "math":
             label = options.get("label")
             tag = ch.numbers[label].strip("()") if label else None
-            inner = "\n".join(body).strip()
-            return ["$$", inner + (f" \\tag{{{tag}}}" if tag else ""), "$$"]
+            inner = "\n".join(body).strip().splitlines()
+            inner[-1] += f" \\tag{{{tag}}}" if tag else ""
+            return ["$$", *inner, "$$"]
         if name == "literalinclude":
             return ["```" + options.get("language", ""), *self.include(arg, options), "```"]
         if name in ("code", "code-block", "sourcecode"):
@@ -434,29 +439,55 @@ def _glue_key(role: str) -> str:
     return role.split("`")[1].split(":")[0]
 
 
+def _blocks(text: str) -> list[str]:
+    """``text`` split at blank lines that are not inside a code fence or a ``$$`` math block."""
+    blocks: list[list[str]] = [[]]
+    fence = math = False
+    for line in text.splitlines():
+        stripped = line.strip().lstrip("> ").strip()
+        if stripped.startswith(("```", "~~~")):
+            fence = not fence
+        elif stripped == "$$" and not fence:
+            math = not math
+        if not line.strip() and not fence and not math:
+            blocks.append([])
+        else:
+            blocks[-1].append(line)
+    return ["\n".join(b) for b in blocks if b]
+
+
 def _live_markdown(text: str) -> list:
-    """Markdown with glued values, as a code cell that renders it (plus glued objects as displays)."""
-    parts = re.split(r"^\{glue-object\}(\S+)$", text, flags=re.M)
-    cells = []
-    for j, part in enumerate(parts):
-        if j % 2 == 1:
+    """Markdown whose paragraphs quote measured numbers: each such paragraph becomes a small code cell
+    that renders it with the numbers filled in; the other paragraphs stay Markdown (readable before
+    the notebook runs, and in Colab's table of contents). Glued objects become displays."""
+    cells: list = []
+    pending: list[str] = []
+
+    def flush() -> None:
+        if pending:
+            cells.append(nbformat.v4.new_markdown_cell("\n\n".join(pending)))
+            pending.clear()
+
+    for block in _blocks(text):
+        glued_object = re.fullmatch(r"\{glue-object\}(\S+)", block.strip())
+        if glued_object:
+            flush()
             cells.append(nbformat.v4.new_code_cell(
-                f'from iclr_lab.core.book import glued\n\nglued("{part}")'))
-            continue
-        if not part.strip():
-            continue
-        if GLUE_ROLE.search(part):
-            code = ("# @title Text with the numbers measured above\n"
-                    "from iclr_lab.core.book import show_markdown\n\n"
-                    f'show_markdown(r"""{part.strip()}""")')
-            if '"""' in part:
-                raise ValueError('a glued Markdown cell may not contain """')
-            cell = nbformat.v4.new_code_cell(code)
+                f'from iclr_lab.core.book import glued\n\nglued("{glued_object.group(1)}")'))
+        elif GLUE_ROLE.search(block):
+            flush()
+            if '"""' in block:
+                raise ValueError('a glued Markdown paragraph may not contain """')
+            cell = nbformat.v4.new_code_cell(
+                "# @title Text with the numbers measured above\n"
+                "from iclr_lab.core.book import show_markdown\n\n"
+                f'show_markdown(r"""{block.strip()}""")')
             cell.metadata["cellView"] = "form"
             cell.metadata["jupyter"] = {"source_hidden": True}
             cells.append(cell)
         else:
-            cells.append(nbformat.v4.new_markdown_cell(part.strip()))
+            pending.append(block)
+    flush()
     return cells
 
 
