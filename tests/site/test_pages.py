@@ -52,7 +52,8 @@ def test_chapter_page_structure(chapter, site):
     assert sections[0] == "the-paper-at-a-glance", f"{chapter.slug}: first section is {sections[0]}"
     glance = html.split('id="the-paper-at-a-glance"')[1].split("<section id=")[0]
     assert "iclr-lab-scorecard" in glance and 'class="admonition' in glance, "the box with the scorecard"
-    assert html.count("class='iclr-lab-scorecard'") == 1, f"{chapter.slug}: the scorecard appears once per chapter"
+    once = html.count("class='iclr-lab-scorecard'") == 1
+    assert once, f"{chapter.slug}: the scorecard appears once per chapter"
     before_refs = [s for s in sections if s not in ("summary", "references")]
     assert before_refs[-1] == "exercises", f"{chapter.slug}: exercises close the chapter (before the summary)"
     exercises = html.split('id="exercises"')[1].split('id="summary"')[0]
