@@ -236,6 +236,7 @@ def _phase_retrieval(sz: _Sizes, seeds: Sequence[int]) -> dict[str, pd.DataFrame
                 "f_final": float(res.f_values[reached][-1]),
                 "dist_to_truth": float(min(np.linalg.norm(res.x - x_true), np.linalg.norm(res.x + x_true))),
                 "kappa_below_one": float(np.mean(res.kappa < 1.0)) if name == BREG else math.nan,
+                "smallest_kappa": float(res.kappa.min()) if name == BREG else math.nan,
             })
         if seed == seeds[0]:
             for name in (BREG, EUC):
@@ -501,6 +502,8 @@ def numbers(report: Report) -> dict[str, float]:
         "lp_open_vs_euc": float(np.median(_ratio(lp, OPEN, EUC))),
         "lp_kappa_min": float(lp[lp["method"] == BREG]["smallest_kappa"].median()),
         "lp_kappa_below_one": med(lp, BREG, "kappa_below_one"),
+        "lp_breg_converged": float((lp[lp["method"] == BREG]["status"] == "converged").sum()),
+        "lp_euc_converged": float((lp[lp["method"] == EUC]["status"] == "converged").sum()),
         "kl_breg_afw_factor": med(kl, KL_BREG_AFW, "factor"),
         "kl_open_factor": med(kl, KL_OPEN, "factor"),
         "kl_breg_fw_factor": med(kl, KL_BREG_FW, "factor"),
@@ -511,9 +514,7 @@ def numbers(report: Report) -> dict[str, float]:
         "kl_certificate": float(ref["certificate"].max()),
         "kl_active": float(ref["active_vertices"].median()),
     }
-    trace = tb["pr_trace"]
-    breg = trace[trace["method"] == BREG]
-    out["pr_kappa_min"] = float(breg["kappa"].min())
+    out["pr_kappa_min"] = float(pr[pr["method"] == BREG]["smallest_kappa"].min())
     out["pr_kappa_below_one"] = med(pr, BREG, "kappa_below_one")
     from iclr_lab.core.scales import pick
 
