@@ -1,0 +1,429 @@
+"""Tests for iclr_lab.online.l2fob: the auctions and the oracle, L2FOB and its baselines (with the
+invariants of the spend and the queues), the fluid LP (against its dual), bad arguments, and the
+chapter's experiments at smoke scale."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from iclr_lab.online.l2fob import (
+    L2FOB,
+    CompetingBidOracle,
+    Feedback,
+    FirstPriceAuction,
+    PrimalDual,
+    SecondPriceAuction,
+    WangDualDescent,
+    anatomy,
+    explorer,
+    fluid_optimum,
+    reproduce,
+    roi_violation,
+    run,
+    trajectory_chart,
+    value_moments,
+)
+
+AUCTIONS = [FirstPriceAuction, SecondPriceAuction]
+
+# ------------------------------------------------------------------ auctions
+
+
+@pytest.mark.parametrize("cls", AUCTIONS)
+@pytest.mark.parametrize("reward", ["utility", "value"])
+def test_outcome_follows_the_payment_rule(cls, reward) -> None:
+    env = cls(reward=reward)
+    fb = env.outcome(np.array([0.0, 0.3, 0.5, 0.5]), np.array([0.7, 0.7, 0.7, 0.2]), 0.4)
+    assert fb.win.tolist() == [False, False, True, True]
+    pay = 0.5 if cls is FirstPriceAuction else 0.4
+    assert fb.cost.tolist() == [0.0, 0.0, pay, pay]
+    expect = [0.7 - pay, 0.2 - pay] if reward == "utility" else [0.7, 0.2]
+    assert fb.reward[2:].tolist() == pytest.approx(expect)
+    assert np.all(fb.competing == 0.4)  # full feedback reveals d
+
+
+def test_partial_feedback_reveals_only_a_second_price_payment() -> None:
+    b, v, d = np.array([0.5, 0.3]), 0.7, np.array([0.4, 0.4])
+    first = FirstPriceAuction(feedback="partial").outcome(b, v, d)
+    second = SecondPriceAuction(feedback="partial").outcome(b, v, d)
+    assert np.isnan(first.competing).all()
+    assert second.competing[0] == 0.4 and np.isnan(second.competing[1])
+
+
+def test_true_win_probability_matches_simulation() -> None:
+    env = FirstPriceAuction()
+    _, d = env.sample(200_000, np.random.default_rng(0))
+    G = env.competing_cdf()
+    for j in (20, 35, 40, 50, 60):
+        assert G[j] == pytest.approx(np.mean(d <= env.grid[j]), abs=4e-3)
+    assert G[0] == 0.0 and G[-1] == 1.0
+
+
+@pytest.mark.parametrize("reward", ["utility", "value"])
+def test_second_price_expected_cost_and_reward_match_simulation(reward) -> None:
+    env = SecondPriceAuction(reward=reward)
+    v, d = env.sample(400_000, np.random.default_rng(1))
+    r, c = env.expected(0.7, env.competing_cdf())
+    for j in (35, 45, 60):
+        fb = env.outcome(np.full(d.size, env.grid[j]), 0.7, d)
+        assert c[j] == pytest.approx(fb.cost.mean(), abs=2e-3)
+        assert r[j] == pytest.approx(fb.reward.mean(), abs=3e-3)
+
+
+@pytest.mark.parametrize("cls", AUCTIONS)
+@pytest.mark.parametrize("reward", ["utility", "value"])
+def test_optimistic_estimates_bracket_the_truth(cls, reward) -> None:
+    """``l2fob-eq-estimates``: whenever |G_hat - G| <= eps, r_hat >= r and c_check <= c."""
+    env = cls(reward=reward)
+    rng = np.random.default_rng(2)
+    G = env.competing_cdf()
+    for _ in range(20):
+        eps = rng.uniform(0.0, 0.1, G.size)
+        G_hat = np.clip(G + rng.uniform(-1, 1, G.size) * eps, 0, 1)
+        G_hat = np.maximum.accumulate(G_hat)
+        eps = np.maximum(eps, np.abs(G_hat - G))
+        v = rng.uniform(0, 1)
+        r, c = env.expected(v, G)
+        r_hat, c_check = env.optimistic(v, G_hat, eps)
+        assert np.all(r_hat >= r - 1e-12) and np.all(c_check <= c + 1e-12)
+        assert np.all(c_check >= 0)
+
+
+@pytest.mark.parametrize("cls", AUCTIONS)
+@pytest.mark.parametrize("reward", ["utility", "value"])
+def test_mean_field_estimates_average_the_point_estimates(cls, reward) -> None:
+    env = cls(reward=reward)
+    rng = np.random.default_rng(3)
+    values = env.grid[rng.integers(30, 90, 50)]  # contexts on the grid, as the histogram keeps them
+    hist = np.bincount(np.rint(values / env.step).astype(int), minlength=env.grid.size)[None, :]
+    G = env.competing_cdf()[None, :]
+    eps = np.full_like(G, 0.02)
+    mr, mc = env.mean_optimistic(value_moments(hist.astype(float), env.grid), G, eps)
+    pr, pc = zip(*(env.optimistic(v, G, eps) for v in values), strict=True)
+    assert np.allclose(mr, np.mean(pr, axis=0)) and np.allclose(mc, np.mean(pc, axis=0))
+
+
+# ------------------------------------------------------------------ oracle
+
+
+def test_full_feedback_oracle_is_the_empirical_cdf() -> None:
+    env = FirstPriceAuction()
+    _, d = env.sample(300, np.random.default_rng(4))
+    oracle = CompetingBidOracle(env.grid.size, 1, "full")
+    for x in d:
+        oracle.update(env.outcome(np.array([0.1]), 0.5, np.array([x])), env.step)
+    G, eps = oracle.estimate(np.array([0.0]), np.array([300.0]), 0.05)
+    emp = (d[None, :] <= env.grid[:, None] + 1e-12).mean(axis=1)
+    emp[0] = 0.0
+    assert np.allclose(G[0], emp) and np.all(eps == 0)
+
+
+def _censored_oracle(env, rounds, c_conf, seed=5):
+    rng = np.random.default_rng(seed)
+    _, d = env.sample(rounds, rng)
+    bids = env.grid[rng.integers(1, env.grid.size, d.size)]
+    oracle = CompetingBidOracle(env.grid.size, 1, env.oracle_kind)
+    for b, x in zip(bids, d, strict=True):
+        oracle.update(env.outcome(np.array([b]), 0.5, np.array([x])), env.step)
+    return oracle.estimate(np.array([c_conf]), np.array([float(rounds)]), 0.05)
+
+
+@pytest.mark.parametrize(("cls", "kind"), [(FirstPriceAuction, "current-status"),
+                                           (SecondPriceAuction, "right-censored")])
+def test_win_only_oracles_are_consistent_and_their_bands_hold_the_truth(cls, kind) -> None:
+    """Win-only feedback: the estimate converges to the true G, and with the DKW width
+    (c_conf = 1) the monotone band [G_hat - eps, G_hat + eps] contains it at every bid."""
+    env = cls(feedback="partial")
+    assert env.oracle_kind == kind
+    truth = env.competing_cdf()
+    G, _ = _censored_oracle(env, 8000, 0.0)
+    err = np.abs(G[0] - truth)[:70]  # bids above 0.7 win almost surely
+    assert err.mean() < 0.02 and err.max() < 0.1
+    G, eps = _censored_oracle(env, 3000, 1.0)
+    assert np.all(np.diff(G[0] + eps[0]) >= -1e-12) and np.all(np.diff(G[0] - eps[0]) >= -1e-12)
+    assert np.all(np.abs(G[0] - truth) <= eps[0] + 1e-12)
+
+
+def test_the_old_pooled_estimate_would_be_biased() -> None:
+    """Why current-status data is kept per bid: pooling a win at b_t as 'd <= b_j' for every
+    b_j >= b_t and a loss as 'd > b_j' for every b_j <= b_t over-counts wins at high bids."""
+    env = FirstPriceAuction(feedback="partial")
+    rng = np.random.default_rng(0)
+    _, d = env.sample(20_000, rng)
+    b = env.grid[rng.integers(1, env.grid.size, d.size)]
+    j = 60  # b_j = 0.6, true G ~ 0.98
+    yes = ((b <= env.grid[j]) & (d <= b)).sum()
+    seen = yes + ((b >= env.grid[j]) & (d > b)).sum()
+    per_bid = (d[b == env.grid[j]] <= env.grid[j]).mean()
+    assert abs(per_bid - env.competing_cdf()[j]) < abs(yes / seen - env.competing_cdf()[j])
+
+
+def test_confidence_width_shrinks_and_is_capped() -> None:
+    oracle = CompetingBidOracle(11, 1, "full")
+    c, T = np.array([1.0]), np.array([1000.0])
+    assert np.all(oracle.estimate(c, T, 0.05)[1] == 1.0)  # no data: no knowledge
+    widths = []
+    for _ in range(50):
+        oracle.update(Feedback(np.array([0.0]), np.array([False]), np.zeros(1), np.zeros(1),
+                               np.array([0.5])), 0.1)
+        widths.append(oracle.estimate(c, T, 0.05)[1][0, 5])
+    assert np.all(np.diff(widths) <= 0) and widths[-1] < widths[10] < 1.0
+    assert widths[-1] == pytest.approx(np.sqrt(np.log(2 * 1000 / 0.05) / 100))
+
+
+# ------------------------------------------------------------------ invariants
+
+
+def _bank_run(policy, env, T, seed):
+    v, d = env.sample(T, np.random.default_rng(seed))
+    policy.start(env, T)
+    spent, out = np.zeros(policy.K), []
+    for t in range(T):
+        b = policy.bid(v[t])
+        fb = env.outcome(b, v[t], d[t])
+        policy.update(fb)
+        spent += fb.cost
+        out.append((b, fb, policy.state()))
+    return spent, out
+
+
+def _policies(rho):
+    return [L2FOB(rho=rho, gamma=1.5, eta_gamma=[0.06, 0.6, 60.0], c_conf=[0.0, 0.05, 1.0]),
+            L2FOB(rho=rho, gamma=1.5, queue="signed", mode="meanfield"),
+            PrimalDual(rho=rho, step=[0.01, 0.3, 3.0]), WangDualDescent(rho=rho, step=[0.03, 1.0])]
+
+
+@pytest.mark.parametrize("cls", AUCTIONS)
+@pytest.mark.parametrize("feedback", ["full", "partial"])
+def test_spend_never_exceeds_the_budget(cls, feedback) -> None:
+    """Any bidder, any seed, budgets from tight to loose: the hard stop holds exactly."""
+    env = cls(feedback=feedback)
+    T = 120
+    for seed in range(3):
+        rho = np.array([0.001, 0.01, 0.05])[seed % 3]
+        for policy in _policies(rho):
+            spent, rounds = _bank_run(policy, env, T, seed)
+            assert np.all(spent <= rho * T + 1e-12), type(policy).__name__
+            assert np.all(np.isclose(spent, policy.spent))
+
+
+def test_budget_runs_out_then_bids_stop() -> None:
+    env = FirstPriceAuction()
+    policy = WangDualDescent(rho=0.0005, step=1e-6)  # a dual that never moves: it overbids
+    spent, rounds = _bank_run(policy, env, 2000, 0)
+    bids = np.array([b[0] for b, _, _ in rounds])
+    remaining = 0.0005 * 2000 - np.cumsum([fb.cost[0] for _, fb, _ in rounds])
+    assert spent[0] >= 0.8 * 0.0005 * 2000
+    assert np.all(bids[1:] <= remaining[:-1] + 1e-12)  # never a bid the budget could not pay
+    assert bids[-200:].max() < 0.2
+
+
+@pytest.mark.parametrize("queue", ["lookahead", "signed"])
+def test_queues_are_non_negative_and_lookahead_queues_never_fall(queue) -> None:
+    env = FirstPriceAuction()
+    for seed in range(3):
+        policy = L2FOB(rho=0.01, gamma=[1.2, 1.8, 3.0], eta_gamma=[0.06, 0.6, 6.0], queue=queue)
+        _, rounds = _bank_run(policy, env, 400, seed)
+        q = np.array([[s["queue_rho"], s["queue_gamma"]] for _, _, s in rounds])
+        assert np.all(q >= 0)
+        if queue == "lookahead":
+            assert np.all(np.diff(q, axis=0) >= 0)
+    assert q.max() > 0  # the queues did move
+
+
+def test_the_bid_maximises_the_score_and_feasible_bids_pay_no_penalty() -> None:
+    """``l2fob-eq-score``: greedy over the grid; a bid predicted feasible has no penalty (clipping)."""
+    env = FirstPriceAuction()
+    policy = L2FOB(rho=0.01, gamma=1.8, eta_gamma=[0.6, 6.0]).start(env, 1000)
+    _, rounds = _bank_run(policy, env, 300, 1)
+    policy.start(env, 1000)
+    v, d = env.sample(300, np.random.default_rng(1))
+    for t in range(300):
+        la = policy.lookahead(env, np.full(policy.K, v[t]))
+        b = policy.bid(v[t])
+        j = np.rint(b / env.step).astype(int)
+        assert np.all(la["score"][np.arange(policy.K), j] >= la["score"].max(axis=1) - 1e-12)
+        free = (la["d_rho"] == 0) & (la["d_gamma"] == 0)
+        assert np.allclose(la["score"][free], la["r_hat"][free])
+        policy.update(env.outcome(b, v[t], d[t]))
+
+
+def test_without_constraints_l2fob_bids_the_best_response() -> None:
+    """Huge budget, tiny ROI target, point estimates: argmax_b (v - b) G_hat(b) every round."""
+    env = FirstPriceAuction()
+    policy = L2FOB(rho=1.0, gamma=1e-9, c_conf=0.0).start(env, 300)
+    oracle = CompetingBidOracle(env.grid.size, 1, "full")
+    v, d = env.sample(300, np.random.default_rng(6))
+    for t in range(300):
+        b = policy.bid(v[t])
+        G, _ = oracle.estimate(np.zeros(1), np.array([300.0]), 0.05)
+        util = (v[t] - env.grid) * G[0]
+        best = env.grid[np.argmax(util)] if util.max() > 0 else 0.0
+        if t > 0:  # before any data the estimate is unknown (eps = 1): optimism bids low
+            assert b[0] == pytest.approx(best)
+        fb = env.outcome(b, v[t], d[t])
+        policy.update(fb)
+        oracle.update(env.outcome(np.array([0.1]), v[t], np.array([d[t]])), env.step)
+
+
+def test_a_bank_equals_its_copies_run_one_by_one() -> None:
+    env = SecondPriceAuction()
+    etas, T = [0.1, 0.6, 5.0], 200
+    bank = run(L2FOB(rho=0.01, eta_gamma=etas), env, T, seed=3)
+    for k, eta in enumerate(etas):
+        one = run(L2FOB(rho=0.01, eta_gamma=eta), env, T, seed=3)
+        mine = bank[bank["copy"] == k].reset_index(drop=True)
+        pd.testing.assert_frame_equal(mine.drop(columns="copy"), one.drop(columns="copy"))
+
+
+def test_run_returns_consistent_running_totals() -> None:
+    env = FirstPriceAuction()
+    df = run(PrimalDual(rho=0.01, gamma=1.8, step=0.1), env, 500, seed=0)
+    assert len(df) == 500 and df["t"].tolist() == list(range(1, 501))
+    assert np.allclose(df["spent"], df["cost"].cumsum())
+    assert np.allclose(df["cum_reward"], df["reward"].cumsum())
+    assert np.allclose(df["violation"], roi_violation(df["reward"], df["cost"], 1.8))
+    won = df["spent"] > 0
+    assert np.allclose(df.loc[won, "roi"], df.loc[won, "cum_reward"] / df.loc[won, "spent"])
+    assert {"mu", "lam"} <= set(df.columns) and (df[["mu", "lam"]] >= 0).all().all()
+
+
+def test_wang_pacing_reaches_the_known_equilibrium() -> None:
+    """Budget-only pacing in the paper's first-price setting settles where it spends about rho per
+    round, with bids near 0.22 and a dual near 1.2-1.3: the equilibrium of this setting."""
+    env = FirstPriceAuction()
+    df = run(WangDualDescent(rho=0.01, step=0.3), env, 3000, seed=0)
+    mid = df[(df["t"] > 1000) & (df["t"] <= 2000)]
+    assert 0.20 <= mid["bid"].median() <= 0.25
+    assert 1.0 <= mid["mu"].median() <= 1.5
+    assert mid["cost"].mean() == pytest.approx(0.01, rel=0.25)
+
+
+# ------------------------------------------------------------------ the fluid LP
+
+
+@pytest.mark.parametrize("cls", AUCTIONS)
+@pytest.mark.parametrize(("rho", "gamma"), [(0.01, 1.8), (0.002, 1.8), (0.01, 3.0), (0.03, 1.2)])
+def test_fluid_lp_equals_its_lagrangian_dual(cls, rho, gamma) -> None:
+    """``l2fob-eq-fluid``: at the LP's shadow prices (mu, lam), the dual function
+    rho mu + E_v max_b [(1 + lam) r - (mu + lam gamma) c] equals the LP value (strong duality), and
+    a binding constraint holds with equality."""
+    env = cls()
+    lp = fluid_optimum(env, rho, gamma, value_bins=80)
+    r, c = env.expected(lp.values[:, None], env.competing_cdf()[None, :])
+    mu, lam = lp.dual_budget, lp.dual_roi
+    dual = rho * mu + np.mean(((1 + lam) * r - (mu + lam * gamma) * c).max(axis=1))
+    assert dual == pytest.approx(lp.nu, rel=1e-6, abs=1e-9)
+    if lp.budget_binds:
+        assert lp.spend == pytest.approx(rho, rel=1e-6)
+    if lp.roi_binds:
+        assert lp.roi == pytest.approx(gamma, rel=1e-6)
+    assert np.allclose(lp.policy.sum(axis=1), 1.0)
+
+
+def test_fluid_lp_without_binding_constraints_is_the_unconstrained_best_response() -> None:
+    env = FirstPriceAuction()
+    lp = fluid_optimum(env, 10.0, 1e-6, value_bins=50)
+    r, _ = env.expected(lp.values[:, None], env.competing_cdf()[None, :])
+    assert lp.nu == pytest.approx(np.mean(r.max(axis=1)), rel=1e-9)
+    assert not lp.budget_binds and not lp.roi_binds
+
+
+def test_the_paper_setting_binds_the_roi_target() -> None:
+    """The chapter's settings: ROI binds at gamma 1.8 and 3, the budget at rho = 0.002."""
+    env = FirstPriceAuction()
+    paper, tight, high = (fluid_optimum(env, r, g, value_bins=100)
+                          for r, g in ((0.01, 1.8), (0.002, 1.8), (0.01, 3.0)))
+    assert paper.roi_binds and not paper.budget_binds
+    assert tight.budget_binds and not tight.roi_binds
+    assert high.roi_binds and not high.budget_binds
+    assert 10_000 * paper.nu == pytest.approx(172.8, abs=0.5)
+
+
+# ------------------------------------------------------------------ bad arguments
+
+
+@pytest.mark.parametrize(("make", "match"), [
+    (lambda: L2FOB(rho=-0.01), "rho"),
+    (lambda: L2FOB(rho=0.0), "rho"),
+    (lambda: L2FOB(gamma=0.0), "gamma"),
+    (lambda: PrimalDual(gamma=-1.0), "gamma"),
+    (lambda: L2FOB(eta_gamma=0.0), "eta_gamma"),
+    (lambda: L2FOB(eta_rho=[0.6, -1.0]), "eta_rho"),
+    (lambda: L2FOB(c_conf=-0.1), "c_conf"),
+    (lambda: L2FOB(delta=1.0), "delta"),
+    (lambda: L2FOB(mode="expected"), "mode"),
+    (lambda: L2FOB(queue="fifo"), "queue"),
+    (lambda: WangDualDescent(step=0.0), "step"),
+    (lambda: L2FOB(rho=[0.01, 0.02], gamma=[1.0, 2.0, 3.0]), "shape|broadcast"),
+    (lambda: FirstPriceAuction(feedback="bandit"), "feedback"),
+    (lambda: SecondPriceAuction(reward="profit"), "reward"),
+    (lambda: FirstPriceAuction(value_sd=0.0), "value_sd"),
+    (lambda: FirstPriceAuction(grid_size=1), "grid_size"),
+    (lambda: fluid_optimum(FirstPriceAuction(), -1.0, 1.8), "rho"),
+    (lambda: fluid_optimum(FirstPriceAuction(), 0.01, 0.0), "gamma"),
+    (lambda: run(L2FOB(), FirstPriceAuction(), 0), "T"),
+    (lambda: L2FOB().start(FirstPriceAuction(), 0), "T"),
+    (lambda: L2FOB().start(FirstPriceAuction(), 2.5), "T"),
+    (lambda: L2FOB().start(FirstPriceAuction(), 10).bid(1.5), "value"),
+    (lambda: anatomy(value=2.0), "value"),
+    (lambda: anatomy(q_gamma=-1.0), "q_gamma"),
+    (lambda: trajectory_chart(auction="third"), "auction"),
+    (lambda: trajectory_chart(T=0), "T"),
+])
+def test_bad_arguments_name_the_parameter(make, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_wrong_types_and_order_are_refused() -> None:
+    with pytest.raises(TypeError, match="rho"):
+        L2FOB(rho="0.01")
+    with pytest.raises(TypeError, match="policy"):
+        run("L2FOB", FirstPriceAuction(), 10)
+    with pytest.raises(TypeError, match="auction"):
+        L2FOB().start("first", 10)
+    with pytest.raises(RuntimeError, match="start"):
+        L2FOB().bid(0.5)
+    policy = L2FOB(eta_gamma=[0.6, 6.0]).start(FirstPriceAuction(), 10)
+    with pytest.raises(ValueError, match="2 outcomes"):
+        policy.update(FirstPriceAuction().outcome(np.array([0.1]), 0.5, 0.4))
+    with pytest.raises(TypeError, match="feedback"):
+        policy.update("won")
+
+
+# ------------------------------------------------------------------ the chapter's experiments
+
+
+def test_anatomy_score_is_reward_minus_penalties() -> None:
+    df = anatomy(0.6, 0.0, 2.0).pivot(index="bid", columns="term", values="value")
+    rebuilt = df["reward estimate r̂(v, b)"] - df["budget penalty"] - df["ROI penalty"]
+    assert np.allclose(rebuilt, df["score"])
+    assert (df["ROI penalty"] > 0).any() and (df.loc[df.index < 0.1, "ROI penalty"] == 0).all()
+
+
+def test_explorer_recomputes_when_a_control_moves() -> None:
+    w = explorer()
+    before = w.result.to_dict()
+    w.children[0].value = 30.0  # eta_gamma
+    after = w.result.to_dict()
+    assert before != after
+
+
+@pytest.fixture(scope="module")
+def smoke():
+    return reproduce(scale="smoke", seed=0)
+
+
+def test_reproduce_smoke_reports_every_claim_kind(smoke) -> None:
+    kinds = {c.kind for c in smoke.claims}
+    assert kinds == {"paper", "theorem", "derivation", "sanity"}
+    assert all(len(c.per_seed) == 2 for c in smoke.claims if c.kind != "theorem")
+    runs = smoke.tables["runs"]
+    assert set(runs["setting"]) == {"paper", "tight budget", "high ROI target"}
+    assert runs.groupby(["method", "setting"]).size().nunique() == 1  # every grid on every setting
+    assert all(len(t) < 5000 for t in smoke.tables.values())
+    charts = smoke.charts()
+    assert {"tradeoff", "trajectories", "robustness", "rates", "eta_sweep", "anatomy"} <= set(charts)
