@@ -148,7 +148,7 @@ def comm_seconds(counts: CommCounts, world_size: int, *, bandwidth: float,
         latency: seconds per message (>= 0).
     """
     k = check_int("world_size", world_size, 1)
-    bandwidth = check_range("bandwidth", bandwidth, 0, math.inf, low_open=True)
+    bandwidth = check_range("bandwidth", bandwidth, 0, math.inf, low_open=True, high_open=True)
     latency = check_range("latency", latency, 0, math.inf, high_open=True)
     if k == 1:
         return 0.0
