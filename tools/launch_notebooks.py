@@ -132,6 +132,7 @@ class Chapter:
     numbers: dict[str, str] = field(default_factory=dict)  # label -> "(3)", "Theorem 1", ...
     cited: list[str] = field(default_factory=list)
     early_glue: list[str] = field(default_factory=list)  # glued objects shown before computed
+    early_text: list[str] = field(default_factory=list)  # paragraphs quoting numbers before computed
     counters: dict[str, int] = field(default_factory=dict)
 
     def number(self, kind: str, label: str | None) -> int:
@@ -383,6 +384,10 @@ def render(md: Path) -> nbformat.NotebookNode:
             if "hide-input" in tags:
                 new.metadata["jupyter"] = {"source_hidden": True}
             cells.append(new)
+            if glue_at is not None and i == glue_at and chapter.early_text:
+                cells.append(nbformat.v4.new_markdown_cell(
+                    "The numbers quoted in [brackets] earlier in the notebook, now measured:"))
+                cells += _live_markdown("\n\n".join(chapter.early_text))
             if glue_at is not None and i == glue_at and chapter.early_glue:
                 names = ", ".join(f"`{k}`" for k in chapter.early_glue)
                 cells.append(nbformat.v4.new_markdown_cell(
@@ -399,6 +404,9 @@ def render(md: Path) -> nbformat.NotebookNode:
             cells += _live_markdown(text)
             continue
         if has_glue:
+            # the same paragraphs, to show again once measured (glued charts are displayed apart)
+            chapter.early_text += [re.sub(r"^[> ]*\{glue-object\}\S+\n?", "", b, flags=re.M)
+                                   for b in _blocks(text) if GLUE_ROLE.search(b)]
             for key in re.findall(r"\{glue-object\}(\S+)", text):
                 if key not in chapter.early_glue:
                     chapter.early_glue.append(key)
