@@ -15,6 +15,7 @@ from typing import Any
 
 #: public name -> chapter module that defines it. New chapters add their optimizers here.
 _LAZY: dict[str, str] = {
+    "DOIT": "iclr_lab.optimizers.doit",
     "VRAdam": "iclr_lab.optimizers.vradam",
     "VRMomentum": "iclr_lab.optimizers.vradam",
 }
