@@ -278,6 +278,23 @@ def test_a_bank_equals_its_copies_run_one_by_one() -> None:
         pd.testing.assert_frame_equal(mine.drop(columns="copy"), one.drop(columns="copy"))
 
 
+def test_mixed_banks_equal_their_separate_bidders() -> None:
+    """The chapter runs Wang et al.'s pacing inside a PrimalDual bank (roi=False per copy) and both
+    queue rules in one L2FOB bank: each copy must behave exactly like its own bidder."""
+    env, T = FirstPriceAuction(), 300
+    mixed = run(PrimalDual(rho=0.01, step=[0.3, 0.3], roi=[True, False]), env, T, seed=2)
+    for k, alone in enumerate((PrimalDual(rho=0.01, step=0.3), WangDualDescent(rho=0.01, step=0.3))):
+        one = run(alone, env, T, seed=2)
+        mine = mixed[mixed["copy"] == k].reset_index(drop=True)
+        cols = ["bid", "cost", "reward", "mu"]
+        pd.testing.assert_frame_equal(mine[cols], one[cols])
+    both = run(L2FOB(rho=0.01, eta_gamma=[0.6, 0.6], queue=["lookahead", "signed"]), env, T, seed=2)
+    for k, rule in enumerate(("lookahead", "signed")):
+        one = run(L2FOB(rho=0.01, eta_gamma=0.6, queue=rule), env, T, seed=2)
+        mine = both[both["copy"] == k].reset_index(drop=True)
+        pd.testing.assert_frame_equal(mine.drop(columns="copy"), one.drop(columns="copy"))
+
+
 def test_run_returns_consistent_running_totals() -> None:
     env = FirstPriceAuction()
     df = run(PrimalDual(rho=0.01, gamma=1.8, step=0.1), env, 500, seed=0)
@@ -356,6 +373,7 @@ def test_the_paper_setting_binds_the_roi_target() -> None:
     (lambda: L2FOB(delta=1.0), "delta"),
     (lambda: L2FOB(mode="expected"), "mode"),
     (lambda: L2FOB(queue="fifo"), "queue"),
+    (lambda: L2FOB(eta_gamma=[0.6, 6.0], queue=["signed"] * 3), "queue"),
     (lambda: WangDualDescent(step=0.0), "step"),
     (lambda: L2FOB(rho=[0.01, 0.02], gamma=[1.0, 2.0, 3.0]), "shape|broadcast"),
     (lambda: FirstPriceAuction(feedback="bandit"), "feedback"),
@@ -381,6 +399,8 @@ def test_bad_arguments_name_the_parameter(make, match) -> None:
 def test_wrong_types_and_order_are_refused() -> None:
     with pytest.raises(TypeError, match="rho"):
         L2FOB(rho="0.01")
+    with pytest.raises(TypeError, match="roi"):
+        PrimalDual(roi="yes")
     with pytest.raises(TypeError, match="policy"):
         run("L2FOB", FirstPriceAuction(), 10)
     with pytest.raises(TypeError, match="auction"):
