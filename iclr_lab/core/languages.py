@@ -81,11 +81,12 @@ class ZipfLanguage:
     exponent: float = 1.1
     copy_prob: float = 0.5
     seed: int = 0
-    #: the Zipf probabilities ``z`` of the noise part (derived).
+    #: The Zipf probabilities ``z`` of the noise part (derived from the fields above).
     zipf: np.ndarray = field(init=False, repr=False, compare=False)
-    #: ``successor[a]`` is the token that follows ``a`` with probability ``copy_prob`` (derived).
+    #: The successor rule, derived from ``seed``; ``successor[a]`` follows ``a`` with probability
+    #: ``copy_prob``.
     successor: np.ndarray = field(init=False, repr=False, compare=False)
-    #: the stationary distribution of the chain: the marginal of every position (derived).
+    #: The stationary distribution of the chain, which is the marginal of every position (derived).
     stationary: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -107,7 +107,7 @@ class Placement:
     final_norm: bool = True
 
 
-#: The two models of the chapter: the standard pre-norm GPT and the paper's L-DNT.
+#: The standard pre-norm GPT (``"pre"``) and the paper's L-DNT (``"dnt"``), by name.
 PLACEMENTS: dict[str, Placement] = {
     "pre": Placement(),
     "dnt": Placement(input_norm=True, ffn_prenorm=False, qk_norm=True, mid_norm=True),
@@ -115,7 +115,7 @@ PLACEMENTS: dict[str, Placement] = {
 NORMS: tuple[str, ...] = tuple(PLACEMENTS)
 
 
-def _norm(on: bool, dim: int, eps: float) -> nn.Module:
+def _norm(on: bool, dim: int, eps: float) -> torch.nn.Module:
     return nn.RMSNorm(dim, eps=eps) if on else nn.Identity()
 
 
@@ -147,7 +147,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.fc = nn.Linear(config.d_model, config.d_ff, bias=False)  # W_1
         self.proj = nn.Linear(config.d_ff, config.d_model, bias=False)  # W_2
-        self.act: nn.Module = nn.GELU() if config.activation == "gelu" else nn.ReLU()
+        self.act: torch.nn.Module = nn.GELU() if config.activation == "gelu" else nn.ReLU()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.proj(self.act(self.fc(x)))
@@ -234,6 +234,7 @@ class TinyGPT(nn.Module):
         return xs
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits of shape ``(batch, time, vocab)`` for integer ``tokens`` of shape ``(batch, time)``."""
         x = self.residual_stream(tokens)[-1]
         return self.final_norm(x) @ self.embed.weight.T  # tied output layer
 
@@ -337,7 +338,8 @@ def heavy_tail_stats(model: TinyGPT, *, embedding: bool = False,
     Per weight matrix (see :func:`weight_tensors`; ``W_q``, ``W_k``, ``W_v`` separately, the
     embedding only if ``embedding``): the excess kurtosis ``E[(g - mean)^4] / Var(g)^2 - 3``, the
     ratio of the 99.9th to the 50th percentile of ``|g|``, and Hill's tail index
-    (``dnt-eq-hill``) from the largest ``hill_fraction`` of the ``|g|`` (at least 10 entries).
+    (``dnt-eq-hill``) from the largest ``hill_fraction`` of the ``|g|`` (at least 50 entries, since
+    fewer make the estimate noisy).
     Across the matrices: the spread (max over min) of the gradient RMS and of ``||g|| / ||W||``
     (``dnt-eq-spread``), the scale differences one global SGD learning rate cannot follow.
     """
@@ -352,7 +354,7 @@ def heavy_tail_stats(model: TinyGPT, *, embedding: bool = False,
         a = np.abs(gv)
         centred = gv - gv.mean()
         var = float(np.mean(centred**2))
-        k = max(10, int(hill_fraction * a.size))
+        k = max(50, int(hill_fraction * a.size))
         med = float(np.median(a))
         rows.append({
             "tensor": name, "n": int(a.size),

@@ -94,9 +94,10 @@ def midnorm_invariance(scales: tuple[float, ...] = (0.1, 10.0), *, d: int = 32, 
     much the output and the Jacobian of each layout change (``dnt-thm-midnorm``).
 
     Returns:
-        One row per layout and scale: ``layout``, ``c``, ``output_change`` and ``jacobian_change``
-        (the largest relative change, ``max|new - old| / max|old|``) and ``jacobian_ratio``
-        (``||J(c)||_F / ||J(1)||_F``: ``c**2`` for the bare branch with ReLU, 1 with MidNorm).
+        A DataFrame with one row per layout and scale, and columns ``layout``, ``c``,
+        ``output_change`` and ``jacobian_change`` (the largest relative change,
+        ``max|new - old| / max|old|``) and ``jacobian_ratio`` (``||J(c)||_F / ||J(1)||_F``, which is
+        ``c**2`` for the bare branch with ReLU and 1 with MidNorm).
     """
     check_int("d", d, 2)
     check_int("d_ff", d_ff, 1)
@@ -124,7 +125,8 @@ def jacobian_spectrum(scale_w1: float = 1.0, scale_w2: float = 1.0, *, d: int = 
     away); values below ``1e-9`` times the largest are dropped, so a log axis shows the rest.
 
     Returns:
-        Columns ``layout`` (the legend name), ``index`` (1 = largest) and ``singular_value``.
+        A DataFrame with columns ``layout`` (the legend name), ``index`` (1 = largest) and
+        ``singular_value``.
     """
     check_range("scale_w1", scale_w1, 0.0, low_open=True)
     check_range("scale_w2", scale_w2, 0.0, low_open=True)

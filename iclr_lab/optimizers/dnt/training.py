@@ -110,6 +110,9 @@ class Run:
             ``stats_at``: columns ``tensor``, ``log10_grad`` (bin centre), ``fraction``.
         train_losses: the minibatch loss of every step (free to record: the learning curves).
         grad_norms: the global gradient norm of every step (before clipping).
+        weight_norms: the Frobenius norm of every weight matrix at the end (see
+            :func:`~iclr_lab.optimizers.dnt.model.weight_tensors`; the embedding included).
+        model: the trained model.
     """
 
     log: pd.DataFrame
@@ -119,6 +122,8 @@ class Run:
     histograms: pd.DataFrame | None = None
     train_losses: np.ndarray = field(default_factory=lambda: np.zeros(0))
     grad_norms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    weight_norms: dict[str, float] = field(default_factory=dict)
+    model: TinyGPT | None = None
 
 
 #: bin edges of the log10 |g| histograms (every chart of both models shares them).
@@ -241,5 +246,7 @@ def train_lm(norm: str | Placement, optimizer: str, lr: float, *, seed: int = 0,
     if stats_at == stop_at and not diverged:
         stats, hist = _probe(model, probe)
     final = math.inf if diverged else float(rows[-1]["val_loss"])
+    with torch.no_grad():
+        weights = {n: float(w.norm()) for n, w, _ in weight_tensors(model, embedding=True)}
     return Run(pd.DataFrame(rows), final, diverged, stats, hist, np.asarray(losses),
-               np.asarray(norms))
+               np.asarray(norms), weights, model)
