@@ -1,0 +1,82 @@
+"""Learning a game by paying the agents: utility learning of no-regret agents, and steering.
+
+Reproduces Zhang, Lin, Chen & Sandholm, "Learning a Game by Paying the Agents" (ICLR 2026, arXiv
+2503.01976). The chapter is ``book/online/utility_learning.md``. The package splits in two:
+
+* :mod:`~iclr_lab.online.utility_learning.method`: what a user imports: games, no-regret agents,
+  the paying principal (:func:`pay_against`, Algorithm 1), :func:`learn_utilities` (Algorithm 2),
+  :func:`optimal_cep`, :func:`dominance_payments` and :func:`steer` (Algorithm 3), and the naive
+  probing baseline;
+* :mod:`~iclr_lab.online.utility_learning.experiments`: the chapter's :func:`reproduce`, its
+  claims, charts and explorer.
+"""
+
+from iclr_lab.online.utility_learning.experiments import (
+    SIZES,
+    charts,
+    explorer,
+    numbers,
+    random_utilities,
+    reproduce,
+    steering_paths_chart,
+)
+from iclr_lab.online.utility_learning.method import (
+    SIGNALS,
+    STEER_RULES,
+    BestResponse,
+    CorrelatedEquilibrium,
+    Hedge,
+    LearnResult,
+    NormalFormGame,
+    PaymentRun,
+    RegretMatching,
+    SteerResult,
+    dominance_payments,
+    equivalence_error,
+    learn_utilities,
+    naive_probing,
+    optimal_cep,
+    pay_against,
+    payment_set_diameter,
+    prisoners_dilemma,
+    project_payments,
+    random_game,
+    random_prisoners_dilemma,
+    single_agent,
+    steer,
+    strategic_center,
+)
+
+__all__ = [
+    "SIGNALS",
+    "SIZES",
+    "STEER_RULES",
+    "BestResponse",
+    "CorrelatedEquilibrium",
+    "Hedge",
+    "LearnResult",
+    "NormalFormGame",
+    "PaymentRun",
+    "RegretMatching",
+    "SteerResult",
+    "charts",
+    "dominance_payments",
+    "equivalence_error",
+    "explorer",
+    "learn_utilities",
+    "naive_probing",
+    "numbers",
+    "optimal_cep",
+    "pay_against",
+    "payment_set_diameter",
+    "prisoners_dilemma",
+    "project_payments",
+    "random_game",
+    "random_prisoners_dilemma",
+    "random_utilities",
+    "reproduce",
+    "single_agent",
+    "steer",
+    "steering_paths_chart",
+    "strategic_center",
+]
