@@ -40,7 +40,14 @@ from iclr_lab.optimizers.dnt.theory import (
     midnorm_invariance,
     subblock_jacobian,
 )
-from iclr_lab.optimizers.dnt.training import OPTIMIZERS, Recipe, Run, make_optimizer, train_lm
+from iclr_lab.optimizers.dnt.training import (
+    OPTIMIZERS,
+    POOLED,
+    Recipe,
+    Run,
+    make_optimizer,
+    train_lm,
+)
 
 __all__ = [
     "CELLS",
@@ -49,6 +56,7 @@ __all__ = [
     "NORMS",
     "OPTIMIZERS",
     "PLACEMENTS",
+    "POOLED",
     "Cell",
     "GPTConfig",
     "HeavyTailStats",

@@ -143,7 +143,7 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
                           # inf when diverged: the weights are then not finite either
                           "mean_weight_norm": math.inf if run.diverged else float(np.mean(matrices))})
             curves.append(_curve(run.train_losses, size.window).assign(
-                cell=cell.label, grid_point=point, lr=lr))
+                cell=cell.label, grid_point=point, lr=lr, diverged=run.diverged))
         tables = {
             "sweep": _mark_best(pd.DataFrame(sweep)),
             "curves": pd.concat(curves, ignore_index=True),
@@ -356,6 +356,14 @@ def _init_weight_norm(report: Report) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
+def _ticks(values: pd.Series) -> list[float]:
+    """1-3-10 ticks covering ``values`` on a log axis (Vega's own crowd at two per decade)."""
+    lo, hi = float(values.min()), float(values.max())
+    ticks = [m * 10.0**e for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+             for m in (1, 3)]
+    return [t for t in ticks if lo / 1.01 <= t <= hi * 1.01]
+
+
 def _legend(chart: Any) -> Any:
     """Show the colour legend of a chart with min-max bands (see the VRAdam chapter's note)."""
     return chart.resolve_legend(fill="independent")
@@ -365,7 +373,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     """The chapter's figures, built from ``report.tables`` only."""
     import altair as alt
 
-    from iclr_lab.core.charts import curves, palette, reference_line, sweep
+    from iclr_lab.core.charts import BASELINE_COLORS, curves, palette, reference_line, sweep
 
     t = report.tables
     out: dict[str, alt.TopLevelMixin] = {}
@@ -374,29 +382,38 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
 
     sw = t["sweep"].replace([np.inf, -np.inf], np.nan).dropna(subset=["val_loss"])
     adamw_best = float(sw[sw.cell == STD_ADAMW].val_loss.min())
+    sweep_chart = curves(sw, x="lr", y="val_loss", color="cell", log_x=True, highlight=DNT_MSGDW,
+                         x_title="peak learning rate", y_title="final validation loss (nats)",
+                         color_title="cell",
+                         title="Validation loss against the learning rate (diverged runs not drawn)")
+    # 1-3-10 ticks: Vega's own log ticks crowd at two per decade
+    sweep_chart.layer[1].encoding.x.axis = alt.Axis(values=_ticks(sw.lr), format="~g")
     out["lr_sweep"] = _legend(
-        curves(sw, x="lr", y="val_loss", color="cell", log_x=True, highlight=DNT_MSGDW,
-               x_title="peak learning rate", y_title="final validation loss (nats)",
-               color_title="cell", title="Validation loss against the learning rate, per cell")
-        + reference_line(adamw_best, label="best of standard + AdamW", color="#4c78a8")
-        + reference_line(floor, label="entropy floor"))
+        sweep_chart
+        # the grey of "standard + AdamW" in the palette (the third series, the second baseline)
+        + reference_line(adamw_best, label="best of standard + AdamW", color=BASELINE_COLORS[1])
+        + reference_line(floor, label="entropy floor")).configure_legend(labelLimit=260)
 
-    cv = t["curves"]
+    # a diverged run's losses explode before they become infinite: leave it out of the chart
+    cv = t["curves"][~t["curves"].diverged]
     out["learning_curves"] = _legend(sweep(
         cv, x="step", y="train_loss", param="grid_point", color="cell",
         param_label="grid point (0 = lowest rate)", start=1, highlight=DNT_MSGDW,
         x_title="step", y_title="training loss (mean of 10 steps, nats)", color_title="cell",
-        title="Learning curves; slide through each cell's three learning rates"))
+        title="Learning curves (diverged runs not drawn); slide through the grids")
+        ).configure_legend(labelLimit=260)
 
     g = t["gradients"]
     order = list(dict.fromkeys(g.tensor))
     arch_scale = palette([STANDARD, DNT], DNT)
     out["spread"] = alt.Chart(g).mark_point(filled=True, size=70).encode(
         x=alt.X("grad_over_weight:Q", scale=alt.Scale(type="log", nice=False),
+                axis=alt.Axis(values=_ticks(g.grad_over_weight), format="~g"),
                 title="‖g‖ / ‖W‖ on the probe batch"),
         y=alt.Y("tensor:N", sort=order, title=None),
         color=alt.Color("arch:N", title="model", scale=arch_scale),
-        shape=alt.Shape("arch:N", title="model"),
+        shape=alt.Shape("arch:N", title="model",
+                        scale=alt.Scale(domain=[STANDARD, DNT], range=["square", "circle"])),
         tooltip=["arch", "tensor", alt.Tooltip("grad_over_weight:Q", format=".3g"),
                  alt.Tooltip("grad_rms:Q", format=".3g"),
                  alt.Tooltip("excess_kurtosis:Q", format=".3g"), alt.Tooltip("hill:Q", format=".3g")],
@@ -405,17 +422,17 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
 
     h = t["histograms"]
     tensors = list(dict.fromkeys(h.tensor))
-    pick_tensor = alt.param(name="tensor_param", value=tensors[0],
+    pick_tensor = alt.param(name="tensor_param", value=tensors[0],  # the pooled histogram
                             bind=alt.binding_select(options=tensors, name="weight matrix "))
     out["histograms"] = alt.Chart(h).mark_line(interpolate="step-after").encode(
-        x=alt.X("log10_grad:Q", title="log₁₀ |gradient entry|"),
+        x=alt.X("log10_grad:Q", title="log10 |gradient entry|"),
         y=alt.Y("fraction:Q", title="fraction of entries"),
         color=alt.Color("arch:N", title="model", scale=arch_scale),
         strokeWidth=alt.condition(alt.datum.arch == DNT, alt.value(2.6), alt.value(1.6)),
         tooltip=["arch", "tensor", alt.Tooltip("log10_grad:Q", format=".2f"),
                  alt.Tooltip("fraction:Q", format=".3f")],
     ).add_params(pick_tensor).transform_filter(alt.datum.tensor == pick_tensor).properties(
-        width=440, height=240, title="Gradient entries of one weight matrix (choose it below)")
+        width=440, height=240, title="Gradient entries, pooled or of one weight matrix (menu below)")
     _ = labels
     return out
 

@@ -121,8 +121,9 @@ def jacobian_spectrum(scale_w1: float = 1.0, scale_w2: float = 1.0, *, d: int = 
                       seed: int = 0) -> pd.DataFrame:
     """Singular values of the three layouts' Jacobians with ``W_1`` and ``W_2`` rescaled.
 
-    A normalisation's Jacobian has one exact zero singular value (the direction it normalises
-    away); values below ``1e-9`` times the largest are dropped, so a log axis shows the rest.
+    A normalisation's Jacobian has one singular value near zero (exactly zero for ``eps = 0``: the
+    direction it normalises away); it is dropped for the two normalised layouts, so that a log axis
+    shows the rest.
 
     Returns:
         A DataFrame with columns ``layout`` (the legend name), ``index`` (1 = largest) and
@@ -136,7 +137,8 @@ def jacobian_spectrum(scale_w1: float = 1.0, scale_w2: float = 1.0, *, d: int = 
         _, j = subblock_jacobian(scale_w1 * w1, scale_w2 * w2, x, layout, activation=activation,
                                  eps=eps)
         s = np.linalg.svd(j, compute_uv=False)
-        s = s[s > 1e-9 * s[0]]
+        if layout != "none":
+            s = s[:-1]
         rows.append(pd.DataFrame({"layout": label, "index": np.arange(1, len(s) + 1),
                                   "singular_value": s}))
     return pd.concat(rows, ignore_index=True)
@@ -150,12 +152,19 @@ def jacobian_explorer_chart(scale_w1: float = 1.0, scale_w2: float = 1.0) -> alt
     from iclr_lab.core.charts import palette
 
     df = jacobian_spectrum(scale_w1, scale_w2)
-    names = list(LAYOUTS.values())
-    color = alt.Color("layout:N", title="layout", scale=palette(names, LAYOUTS["mid"]))
+    # MidNorm last, so that it is drawn on top of PostNorm where the two coincide (large weights)
+    names = [LAYOUTS["none"], LAYOUTS["post"], LAYOUTS["mid"]]
+    color = alt.Color("layout:N", title="layout", sort=names, scale=palette(names, LAYOUTS["mid"]))
+    # same field and title as the colour: Vega-Lite merges the two into one legend
+    dash = alt.StrokeDash("layout:N", sort=names, title="layout",
+                          scale=alt.Scale(domain=names, range=[[1, 0], [6, 3], [1, 0]]))
     line = alt.Chart(df).mark_line(point=alt.OverlayMarkDef(size=14)).encode(
         x=alt.X("index:Q", title="singular value index (1 = largest)"),
         y=alt.Y("singular_value:Q", title="singular value of ∂out/∂x",
                 scale=alt.Scale(type="log", domain=[1e-5, 1e5], clamp=True)),
-        color=color, tooltip=["layout", "index", alt.Tooltip("singular_value:Q", format=".3g")])
+        color=color, strokeDash=dash,
+        strokeWidth=alt.condition(alt.datum.layout == LAYOUTS["mid"], alt.value(3.0), alt.value(1.6)),
+        order=alt.Order("index:Q"),
+        tooltip=["layout", "index", alt.Tooltip("singular_value:Q", format=".3g")])
     return alt.LayerChart(layer=[line], width=440, height=260,
-                          title=f"Sub-block Jacobian with W₁ × {scale_w1:.3g}, W₂ × {scale_w2:.3g}")
+                          title=f"Sub-block Jacobian, W1 x {scale_w1:.3g} and W2 x {scale_w2:.3g}")

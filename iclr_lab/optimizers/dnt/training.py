@@ -30,7 +30,7 @@ from iclr_lab.optimizers.dnt.model import (
     weight_tensors,
 )
 
-__all__ = ["OPTIMIZERS", "Recipe", "Run", "make_optimizer", "train_lm"]
+__all__ = ["OPTIMIZERS", "POOLED", "Recipe", "Run", "make_optimizer", "train_lm"]
 
 OptimizerName = Literal["adamw", "msgdw"]
 #: The two optimizers of the chapter.
@@ -106,8 +106,9 @@ class Run:
         final_val_loss: the validation loss at the end, ``inf`` if training diverged.
         diverged: whether the loss became non-finite (training then stops).
         stats: gradient statistics of the probe batch at ``stats_at`` (``None`` if not asked).
-        histograms: per weight matrix, a histogram of ``log10 |g|`` of the probe batch at
-            ``stats_at``: columns ``tensor``, ``log10_grad`` (bin centre), ``fraction``.
+        histograms: per weight matrix, and pooled over all of them but the embedding
+            (``POOLED``), a histogram of ``log10 |g|`` of the probe batch at ``stats_at``:
+            columns ``tensor``, ``log10_grad`` (bin centre), ``fraction``.
         train_losses: the minibatch loss of every step (free to record: the learning curves).
         grad_norms: the global gradient norm of every step (before clipping).
         weight_norms: the Frobenius norm of every weight matrix at the end (see
@@ -130,15 +131,20 @@ class Run:
 HIST_EDGES = np.linspace(-9.0, -1.0, 41)
 
 
+#: name of the pooled histogram (every weight matrix but the embedding), as in the paper's Fig. 1.
+POOLED = "all matrices but the embedding (pooled)"
+
+
 def _histograms(model: TinyGPT) -> pd.DataFrame:
-    rows = []
     centres = 0.5 * (HIST_EDGES[1:] + HIST_EDGES[:-1])
+    counts: dict[str, np.ndarray] = {}
     for name, _, g in weight_tensors(model, embedding=True):
         assert g is not None
         a = np.log10(np.maximum(g.detach().abs().double().flatten().numpy(), 1e-30))
-        counts, _ = np.histogram(np.clip(a, HIST_EDGES[0], HIST_EDGES[-1] - 1e-9), HIST_EDGES)
-        rows.append(pd.DataFrame({"tensor": name, "log10_grad": centres,
-                                  "fraction": counts / counts.sum()}))
+        counts[name], _ = np.histogram(np.clip(a, HIST_EDGES[0], HIST_EDGES[-1] - 1e-9), HIST_EDGES)
+    pooled = np.sum([c for n, c in counts.items() if n != "embedding"], axis=0)
+    rows = [pd.DataFrame({"tensor": name, "log10_grad": centres, "fraction": c / c.sum()})
+            for name, c in {POOLED: pooled, **counts}.items()]
     return pd.concat(rows, ignore_index=True)
 
 
