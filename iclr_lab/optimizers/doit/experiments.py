@@ -42,9 +42,9 @@ from iclr_lab.optimizers.doit.method import (
 if TYPE_CHECKING:
     import altair as alt
 
-__all__ = ["BASELINES", "METHODS", "SIZES", "best_single", "charts", "digits_split", "explorer",
-           "explorer_chart", "numbers", "reproduce", "restart_shock", "run_method", "timeline_chart",
-           "tune_rates"]
+__all__ = ["BASELINES", "METHODS", "SIZES", "DigitsSplit", "Run", "best_single", "charts",
+           "digits_split", "explorer", "explorer_chart", "numbers", "reproduce", "restart_shock",
+           "run_method", "timeline_chart", "tune_rates"]
 
 DOIT_NAME = "DOIT"
 LITERAL = "DOIT (literal formula)"
@@ -53,7 +53,7 @@ ROUND_ROBIN = "round-robin"
 SWATS = "SWATS-like (Adam → SGDM)"
 #: the switching baselines, in the order the tables list them
 BASELINES: tuple[str, ...] = (RANDOM, ROUND_ROBIN, SWATS)
-#: every method of the comparison: DOIT's two acquisitions, the switching baselines, the singles
+#: every method of the comparison (DOIT's two acquisitions, the switching baselines, the singles)
 METHODS: tuple[str, ...] = (DOIT_NAME, LITERAL, *BASELINES, *OPTIMIZERS)
 SWATS_FRACTION = 0.4  # the SWATS-like rule runs Adam for the first 40 % of the steps, then SGDM
 MLP_SIZES = (64, 64, 64, 10)
@@ -96,14 +96,14 @@ def digits_split() -> DigitsSplit:
     return DigitsSplit(t(xtr), t(ytr), t(xva), t(yva), t(d.x_test), t(d.y_test))
 
 
-def _mlp(seed: int) -> nn.Module:
+def _mlp(seed: int) -> torch.nn.Module:
     from iclr_lab.core.nn import mlp
 
     torch.manual_seed(seed)
     return mlp(list(MLP_SIZES))
 
 
-def _probe(data: DigitsSplit, seed: int, size: int) -> Callable[[nn.Module], float]:
+def _probe(data: DigitsSplit, seed: int, size: int) -> Callable[[torch.nn.Module], float]:
     pick = np.random.default_rng([seed, 1]).choice(len(data.y_train), size, replace=False)
     idx = torch.from_numpy(pick)
     return probe_fn(data.x_train[idx], data.y_train[idx])
@@ -113,7 +113,7 @@ class _Rule(DOIT):
     """A switching baseline: the DOIT loop (cycles, state reset on a switch) with a fixed rule in
     place of the surrogates."""
 
-    def __init__(self, model: nn.Module, rule: Callable[[int, np.random.Generator], int],
+    def __init__(self, model: torch.nn.Module, rule: Callable[[int, np.random.Generator], int],
                  **kwargs: Any) -> None:
         super().__init__(model, **kwargs)
         self._rule = rule
@@ -126,8 +126,8 @@ class _Rule(DOIT):
         return np.zeros(1)  # the rules do not look at the state
 
 
-def _controller(method: str, model: nn.Module, rates: dict[str, float], *, seed: int, cycle: int,
-                n_ini: int, halving: int, steps: int, probe: Callable[[nn.Module], float] | None,
+def _controller(method: str, model: torch.nn.Module, rates: dict[str, float], *, seed: int, cycle: int,
+                n_ini: int, halving: int, steps: int, probe: Callable[[torch.nn.Module], float] | None,
                 omega_t: float = 0.0) -> DOIT:
     common: dict[str, Any] = {"candidates": rates, "cycle": cycle, "n_ini": n_ini,
                               "halving": halving, "seed": seed, "probe": probe, "omega_t": omega_t}
@@ -147,7 +147,7 @@ def _controller(method: str, model: nn.Module, rates: dict[str, float], *, seed:
     return _Rule(model, lambda i, rng: 0, **{**common, "candidates": {method: rates[method]}})
 
 
-def _evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+def _evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
     with torch.no_grad():
         logits = model(x)
         return (float(nn.functional.cross_entropy(logits, y)),
@@ -189,7 +189,8 @@ class Run:
 def run_method(method: str, seed: int, rates: dict[str, float], *, steps: int, cycle: int = 10,
                n_ini: int = 10, halving: int = 10, eval_every: int = 25, probe_size: int = 256,
                omega_t: float = 0.0, branch: bool = False, data: DigitsSplit | None = None) -> Run:
-    """Train the chapter's MLP on digits with ``method`` (one of :data:`METHODS`) at ``seed``.
+    """Train the chapter's MLP on digits with ``method`` at ``seed``; ``method`` is one of
+    :data:`~iclr_lab.optimizers.doit.experiments.METHODS`.
 
     Every method sees the same initial weights and minibatches at the same seed. ``rates`` are the
     candidates' learning rates. With ``branch=True`` (DOIT only), every cycle after the cold start
@@ -576,7 +577,6 @@ def numbers(report: Report) -> dict[str, float]:
     switches = main.groupby("seed").switched.sum() - 1  # the first cycle is not a switch
     acq = main[main.phase == "acquisition"]
     share = acq.groupby("seed").choice.value_counts(normalize=True).unstack().fillna(0.0)
-    top_choice = str(share.median().idxmax()) if len(share) else ""
     values: dict[str, float] = {
         **{f"acc_{_key(m)}": v for m, v in acc.items()},
         "acc_best": acc[best],
@@ -590,8 +590,42 @@ def numbers(report: Report) -> dict[str, float]:
         "branched_cycles": float(dec.groupby("seed").size().median()),
         "cycles_total": float(main.groupby("seed").size().median()),
     }
-    values["best_index"] = float(OPTIMIZERS.index(best))
-    values["top_choice_index"] = float(OPTIMIZERS.index(top_choice)) if top_choice else math.nan
+    names = [c[3:-1] for c in main.columns if c.startswith("mu[")]
+
+    def exploit_share(d: pd.DataFrame) -> float:
+        """Share of acquisition cycles whose choice is also the largest surrogate mean."""
+        a = d[d.phase == "acquisition"]
+        top = a[[f"mu[{n}]" for n in names]].to_numpy().argmax(axis=1)
+        return float(np.mean([names[k] == c for k, c in zip(top, a.choice, strict=True)]))
+
+    prev = main.assign(prev=main.groupby("seed").choice.shift())[["seed", "cycle", "prev"]]
+    dprev = dec.merge(prev, on=["seed", "cycle"])
+    rs = t["restart"]
+    up = rs[rs.l_end > rs.l0]
+    sizes = {
+        "steps": float(final.step.max()),
+        "cycle": float(main.groupby("seed").start_step.diff().dropna().min()),
+        "n_ini": float((main.phase == "cold start").groupby(main.seed).sum().median()),
+        "seeds": float(len(seeds)),
+        "grid_min": float(t["tuning"].lr.min()),
+        "grid_max": float(t["tuning"].lr.max()),
+        "grid_points": float(t["tuning"].lr.nunique()),
+        "val_size": float(round(1.0 / np.diff(np.unique(t["tuning"].val_acc)).min())),
+    }
+    values.update(sizes)
+    values.update({
+        "exploit_share_doit": exploit_share(main),
+        "exploit_share_literal": exploit_share(lit),
+        "best_was_previous": float((dprev.best == dprev.prev).mean()),
+        "restart_count": float(len(rs)),
+        "restart_up": float(len(up)),
+        "restart_up_positive": float((up.score > 0).sum()),
+        "restart_worst_ratio": float((rs.l_end / rs.l0).max()),
+        "restart_worst_score": float(rs.score.to_numpy()[int(np.argmax((rs.l_end / rs.l0).to_numpy()))]),
+        "restart_tuned_best_score": float(rs[rs.tuned].score.max()),
+        "restart_at_step": float(rs.at_step.iloc[0]),
+        "restart_l0": float(rs.l0.iloc[0]),
+    })
     return {k: float(v) for k, v in values.items()}
 
 
@@ -669,11 +703,18 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         color=alt.Color("method:N", scale=scale, legend=None), tooltip=["method", "seed", "gap"])
     med = alt.Chart(gdf).mark_tick(thickness=3, size=16).encode(
         x="median(gap):Q", y=y, color=alt.Color("method:N", scale=scale, legend=None))
-    out["accuracy_gap"] = (dots + med + reference_line(0.0, axis="x", label=f"{best}")
-                           + reference_line(BEATS_PP, axis="x", label="+1 (paper)", color="#d62728")
-                           + reference_line(-WITHIN_PP, axis="x", label="−1", color="#8c8c8c")
-                           ).properties(width=420, height=260,
-                                        title="Each seed (dots) and the median (tick)")
+    # the three bounds, labelled at different heights so the labels do not collide
+    rules = pd.DataFrame({"gap": [-WITHIN_PP, 0.0, BEATS_PP],
+                          "label": [f"−{WITHIN_PP:g}: within", f"{best}", f"+{BEATS_PP:g}: paper"],
+                          "dy": [252, 12, 252], "color": ["#8c8c8c", "black", "#d62728"]})
+    rule = alt.Chart(rules).mark_rule(strokeDash=[6, 4]).encode(
+        x="gap:Q", color=alt.Color("color:N", scale=None))
+    enc = {"x": "gap:Q", "y": alt.Y("dy:Q", scale=None), "text": "label:N",
+           "color": alt.Color("color:N", scale=None)}
+    left_text = alt.Chart(rules[rules.gap < 0]).mark_text(align="right", dx=-3, fontSize=11).encode(**enc)
+    right_text = alt.Chart(rules[rules.gap >= 0]).mark_text(align="left", dx=3, fontSize=11).encode(**enc)
+    out["accuracy_gap"] = (dots + med + rule + left_text + right_text).properties(
+        width=420, height=260, title="Each seed (dots) and the median (tick)")
 
     # 2. test accuracy during training: DOIT, its literal twin, the best single and the baselines
     log = t["log"]
@@ -733,7 +774,13 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
             color=alt.Color("candidate:N", title="optimizer", scale=_optimizer_scale()),
             tooltip=["seed", "cycle", "candidate", alt.Tooltip("predicted:Q", format=".3f"),
                      alt.Tooltip("branch_score:Q", format=".3f")],
-        ).properties(width=300, height=260, title="Predicted against realised score")
+        )
+        lo, hi = float(min(cal.predicted.min(), cal.branch_score.min())), float(
+            max(cal.predicted.max(), cal.branch_score.max()))
+        diag = alt.Chart(pd.DataFrame({"predicted": [lo, hi], "branch_score": [lo, hi]})).mark_line(
+            strokeDash=[6, 4], color="black").encode(x="predicted:Q", y="branch_score:Q")
+        out["calibration"] = (out["calibration"] + diag).properties(
+            width=300, height=260, title="Predicted against realised score (dashed: equal)")
 
     # 6. a switch half-way through: every candidate restarted with fresh state, at every rate
     rs = t["restart"].assign(first=lambda d: d.l1 / d.l0, end=lambda d: d.l_end / d.l0)
@@ -746,7 +793,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     shock = alt.Chart(rs).mark_line(point=True, strokeWidth=1).encode(
         x=alt.X("lr:Q", scale=alt.Scale(type="log", nice=False), title="learning rate"),
         y=alt.Y("first:Q", scale=alt.Scale(type="log", nice=False),
-                title="probe loss after 1 fresh step ÷ before"),
+                title="probe loss after 1 fresh step ÷ before", axis=alt.Axis(format="~g")),
         color=col, tooltip=tips)
     tuned = alt.Chart(rs[rs.tuned]).mark_point(filled=True, size=110).encode(
         x="lr:Q", y="first:Q", color=col, tooltip=tips)
@@ -754,7 +801,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         width=250, height=230, title="The first step after a switch")
     right = (alt.Chart(rs).mark_point(filled=True, opacity=0.8).encode(
         x=alt.X("end:Q", scale=alt.Scale(type="log", nice=False),
-                title="probe loss after the cycle ÷ before"),
+                title="probe loss after the cycle ÷ before", axis=alt.Axis(format="~g")),
         y=alt.Y("score:Q", title="score s of the cycle"), color=col, size=size_, tooltip=tips)
         + reference_line(0.0, label="s = 0") + reference_line(1.0, axis="x", label="no change")
     ).properties(width=250, height=230, title="The score against the loss change")
@@ -770,9 +817,9 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         min=0, max=len(taus) - 1, step=1, name="τ (grid point) "))
     label = alt.Chart(pd.DataFrame({"grid_point": range(len(taus)),
                                     "label": [f"τ = {v} steps" for v in taus]})).transform_filter(
-        alt.datum.grid_point == param).mark_text(align="left", baseline="top", fontSize=13,
+        alt.datum.grid_point == param).mark_text(align="left", baseline="bottom", fontSize=13,
                                                  fontWeight="bold").encode(
-        x=alt.value(6), y=alt.value(6), text="label:N")
+        x=alt.value(6), y=alt.value(164), text="label:N")
     chart = timeline_chart(tc, tl, param=param, title="Optimizer per cycle at the chosen τ")
     chart.vconcat[1] = chart.vconcat[1] + label
     out["tau_slider"] = chart.add_params(param)

@@ -66,7 +66,8 @@ _EPS = 1e-12
 
 
 def make_optimizer(name: str, params: Any, lr: float) -> torch.optim.Optimizer:
-    """A fresh ``torch.optim`` optimizer for candidate ``name`` (one of :data:`OPTIMIZERS`).
+    """A fresh ``torch.optim`` optimizer for candidate ``name``, one of
+    :data:`~iclr_lab.optimizers.doit.method.OPTIMIZERS`.
 
     ``SGDM`` is SGD with heavy-ball momentum 0.9; the others use PyTorch's defaults apart from the
     learning rate. Every call returns new, empty optimizer state: that is what a switch does.
@@ -138,7 +139,7 @@ def score(l0: float, losses: Sequence[float], alpha: float = 0.1) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
-def feature_weights(model: nn.Module, last: int = 2) -> list[nn.Parameter]:
+def feature_weights(model: torch.nn.Module, last: int = 2) -> list[nn.Parameter]:
     """The weight matrices DOIT describes by default: the ``last`` parameters with two or more
     dimensions, in registration order (for an MLP: the classification head and the layer below)."""
     check_int("last", last, 1)
@@ -267,8 +268,10 @@ class DOIT:
 
     Args:
         model: the network being trained.
-        candidates: ``{name: learning rate}``, names from :data:`OPTIMIZERS`; a sequence of names
-            takes :data:`DEFAULT_RATES`; ``None`` takes all five at those rates.
+        candidates: ``{name: learning rate}``, names from
+            :data:`~iclr_lab.optimizers.doit.method.OPTIMIZERS`; a sequence of names takes
+            :data:`~iclr_lab.optimizers.doit.method.DEFAULT_RATES`; ``None`` takes all five at
+            those rates.
         cycle: ``tau``, optimizer steps per cycle.
         n_ini: cold-start cycles chosen by weighted random sampling.
         halving: the halving period ``n`` of the exploration weight, in cycles.
@@ -288,12 +291,12 @@ class DOIT:
         seed: seed of the sampling generator (separate from any data shuffling).
     """
 
-    def __init__(self, model: nn.Module, candidates: Mapping[str, float] | Sequence[str] | None = None,
+    def __init__(self, model: torch.nn.Module, candidates: Mapping[str, float] | Sequence[str] | None = None,
                  cycle: int = 25, n_ini: int = 10, *, halving: int = 10, alpha: float = 0.1,
                  omega_t: float = 0.0, omega_min: float = 0.1, acquisition: str = "intended",
                  keep_state_if_same: bool = True,
                  feature_params: Sequence[torch.Tensor] | None = None, pca_components: int = 2,
-                 probe: Callable[[nn.Module], float] | None = None, seed: int = 0) -> None:
+                 probe: Callable[[torch.nn.Module], float] | None = None, seed: int = 0) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         self.model = model
@@ -506,30 +509,30 @@ def batch_indices(n: int, steps: int, batch_size: int, seed: int) -> list[torch.
     return out
 
 
-def cross_entropy_closure(model: nn.Module, x: torch.Tensor,
+def cross_entropy_closure(model: torch.nn.Module, x: torch.Tensor,
                           y: torch.Tensor) -> Callable[[], torch.Tensor]:
     """``loss_fn`` for :meth:`DOIT.step`: the cross-entropy of ``model`` on the batch ``(x, y)``."""
     return lambda: nn.functional.cross_entropy(model(x), y)
 
 
-def probe_fn(x: torch.Tensor, y: torch.Tensor) -> Callable[[nn.Module], float]:
+def probe_fn(x: torch.Tensor, y: torch.Tensor) -> Callable[[torch.nn.Module], float]:
     """``probe(model)``: the mean cross-entropy of ``model`` on the fixed batch ``(x, y)``."""
 
-    def probe(model: nn.Module) -> float:
+    def probe(model: torch.nn.Module) -> float:
         with torch.no_grad():
             return float(nn.functional.cross_entropy(model(x), y))
 
     return probe
 
 
-def train_with_doit(model: nn.Module, data: Split, *, steps: int, batch_size: int = 64,
+def train_with_doit(model: torch.nn.Module, data: Split, *, steps: int, batch_size: int = 64,
                     eval_every: int = 25, probe_size: int = 256, seed: int = 0,
                     **doit_kwargs: Any) -> tuple[DOIT, pd.DataFrame]:
     """Train ``model`` on ``data`` (cross-entropy, minibatches) with a :class:`DOIT` controller.
 
     The score uses a fixed probe batch of ``probe_size`` training examples (0: the training
     losses). ``doit_kwargs`` go to :class:`DOIT` (``candidates``, ``cycle``, ``n_ini``, ...), whose
-    ``seed`` is ``seed`` too. Returns the controller (its :attr:`~DOIT.history` holds every cycle)
+    ``seed`` is ``seed`` too. Returns the controller (its ``history`` holds every cycle)
     and a log with one row per evaluation: ``step``, ``train_loss``, ``test_loss``, ``test_acc``,
     ``optimizer`` (the one that ran the step).
     """
