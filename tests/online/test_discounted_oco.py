@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize, minimize_scalar
 
+from iclr_lab.core.report import Report
 from iclr_lab.online.discounted_oco import (
     DNP,
     OGD,
+    SIZES,
     SOGD,
     AbsoluteLoss,
     LinearLoss,
@@ -23,6 +25,7 @@ from iclr_lab.online.discounted_oco import (
     dnp_saturation,
     dnp_trace,
     fixed_step_grid,
+    numbers,
     projected_step,
     reproduce,
     run,
@@ -192,6 +195,25 @@ def test_projected_step_is_a_gradient_step_then_a_projection() -> None:
     assert np.allclose(w1[:, 0], [1.0, -0.7])  # 1-D: a clip
 
 
+def test_ogd_bound_for_any_step_at_every_t() -> None:
+    """discounted_oco-eq-ogd-bound: D^2/(2 eta) + eta G^2 n / 2 at every horizon, for any step; the
+    worst regret comes within a factor 3 of it for some step, so the check is not vacuous."""
+    rng = np.random.default_rng(11)
+    T, n = 3000, 50  # noqa: N806
+    lam = 1 - 1 / n
+    g = np.repeat(rng.choice([-1.0, 1.0], T // 25), 25)  # blocks of equal signs: hard for OGD
+    etas = np.array([0.02, 0.1, 2 / math.sqrt(n), 1.0])
+    bank = OGD(etas)
+    f = np.empty((T, etas.size))
+    for t in range(T):
+        f[t] = bank.w[:, 0] * g[t]
+        bank.update(np.full((etas.size, 1), g[t]))
+    worst = discounted_regret(f, lam, "linear", g).max(axis=0)
+    bound = 4.0 / (2 * etas) + etas * n / 2  # D = 2, G = 1
+    assert np.all(worst <= bound)
+    assert np.max(worst / bound) > 1 / 3
+
+
 @pytest.mark.parametrize("n", [10, 100])
 def test_theorem1_bound_at_every_t(n: int) -> None:
     rng = np.random.default_rng(n)
@@ -291,8 +313,9 @@ def test_theorem2_bounds_on_bit_streams() -> None:
 
 
 def test_loss_budget_check_has_teeth() -> None:
-    """A predictor that bets 30 times too eagerly (c_n = 30) breaks Theorem 2's loss budget on
-    random bits; the calibrated one (c_n = sqrt(n/8)) uses a small share of it."""
+    """A predictor that bets about 15 times too eagerly (c_n = 30 against the default
+    sqrt(30/8) = 1.9) breaks Theorem 2's loss budget on random bits; the calibrated one uses a small
+    share of it."""
     T, n = 4000, 30.0  # noqa: N806
     Z = 1 / T  # noqa: N806
     bits = np.random.default_rng(5).choice([-1.0, 1.0], size=(T, 6))
@@ -368,6 +391,20 @@ def test_sogd_equals_base_when_all_bits_nonpositive() -> None:
         assert np.array_equal(w, s.bank.w[0])
         s.update(AbsoluteLoss(1.0))
     assert np.all(s.dnp.x <= 0)
+
+
+def test_sogd_bits_are_normalised_loss_differences() -> None:
+    """discounted_oco-eq-bit: combiner i is fed (f(B_{i-1}) - f(A_i)) / (G D) of this round."""
+    s = SOGD(64, D=2.0, G=1.0)
+    rng = np.random.default_rng(2)
+    s.bank.w = rng.uniform(-0.9, 0.9, s.bank.w.shape)
+    s.dnp.x = rng.uniform(0, 40, s.n_experts)  # some combiners bet
+    outs = s.outputs().copy()
+    experts = s.bank.w.copy()
+    assert np.any((s.omega > 0.1) & (s.omega < 0.9))  # mixtures, not just B_0
+    s.update(AbsoluteLoss(0.3))
+    expected = (np.abs(outs[:-1, 0] - 0.3) - np.abs(experts[1:, 0] - 0.3)) / 2.0
+    assert np.allclose(s.bits, expected)
 
 
 def test_sogd_switches_to_better_expert() -> None:
@@ -446,20 +483,53 @@ def test_worst_regret_is_the_max_over_checkpoints() -> None:
 # ------------------------------------------------------------------ reproduce, charts, widget
 
 
-def test_reproduce_smoke_is_deterministic_and_charts_validate() -> None:
-    a = reproduce("smoke", seed=3)
-    b = reproduce("smoke", seed=3)
-    assert a.tables.keys() == b.tables.keys()
-    for k in a.tables:
-        assert a.tables[k].equals(b.tables[k]), k
-    names = {c.name for c in a.claims}
-    assert {"thm1_slope", "sogd_vs_best_step_long", "one_step_fails", "thm3_bound_ratio"} <= names
-    assert all(len(c.per_seed) == 2 for c in a.claims)  # every claim is a median over the seeds
-    assert {c.kind for c in a.claims} == {"paper", "theorem", "derivation", "sanity"}
-    for chart in a.charts().values():
+@pytest.fixture(scope="module")
+def smoke() -> Report:
+    """One smoke run for the tests below (tests/test_chapters.py checks that runs repeat exactly)."""
+    return reproduce("smoke", seed=3)
+
+
+def test_reproduce_smoke_claims_and_charts(smoke: Report) -> None:
+    names = {c.name for c in smoke.claims}
+    assert {"thm1_slope", "sogd_vs_best_step_long", "sogd_cn1_vs_best_step_long", "b0_long",
+            "one_step_fails", "sogd_vs_untuned", "sogd_z_insensitive", "thm3_bound_ratio"} <= names
+    assert all(len(c.per_seed) == 2 for c in smoke.claims)  # every claim is a median over seeds
+    assert {c.kind for c in smoke.claims} == {"paper", "theorem", "derivation", "sanity"}
+    learners = set(smoke.tables["worst_regret"]["learner"])
+    assert {"SOGD (Z = 1/T)", "SOGD (Z = 100/T)", "SOGD (Z = 1/T, c_n = 1)"} <= learners
+    for chart in smoke.charts().values():
         chart.to_dict()
     with pytest.raises(ValueError, match="scale"):
         reproduce("huge")
+
+
+def test_weight_table_covers_every_round_once(smoke: Report) -> None:
+    """The weight chart's runs tile rounds 1..T for every combiner, and agree with the per-combiner
+    summary (largest weight)."""
+    w, comb = smoke.tables["weights"], smoke.tables["combiners"]
+    T = int(comb["n_i"].max())  # noqa: N806
+    assert T == SIZES["smoke"].T3
+    for _, g in w.groupby("combiner"):
+        g = g.sort_values("t")
+        assert g["t"].iloc[0] == 1 and g["t_end"].iloc[-1] == T + 1
+        assert np.array_equal(g["t"].to_numpy()[1:], g["t_end"].to_numpy()[:-1])
+    base = comb[comb["seed"] == smoke.seed].set_index("combiner")
+    peak = w.groupby("combiner")["omega"].max()
+    assert np.all(peak <= base["max_omega"] + 1e-12)
+    assert np.all(peak >= base["max_omega"] - 0.02)  # runs average within 0.02 of their start
+
+
+def test_numbers_match_the_tables(smoke: Report) -> None:
+    nums = numbers(smoke)
+    summary = smoke.tables["summary"]
+    assert nums["n_min"] == summary["n"].min() and nums["n_max"] == summary["n"].max()
+    assert nums["sogd_ratio_nmin"] == pytest.approx(summary["SOGD / best"].iloc[0])
+    assert nums["b0_ratio_long"] == pytest.approx(summary["B₀ / best"].iloc[-1])
+    claims = {c.name: c for c in smoke.claims}
+    assert nums["thm3_steps_pass"] <= nums["n_steps"]
+    assert claims["thm3_bound_ratio"].measured <= 1.0
+    phases = smoke.tables["volatile_phases"]
+    assert nums["volatile_start_base"] == phases.loc[phases["seed"] == smoke.seed, "start"].iloc[0]
 
 
 def test_explorer_recomputes() -> None:

@@ -152,10 +152,12 @@ class OGD:
     """Projected online gradient descent with a constant step, ``discounted_oco-eq-ogd``.
 
     ``w_{t+1} = Proj_W[w_t - lr * grad f_t(w_t)]`` on the ball of radius ``radius`` in ``R^dim``
-    (diameter ``D = 2 radius``), starting at the centre. With the Theorem 1 step
-    ``lr = D sqrt(2 (1 - lam)) / G`` (:meth:`tuned`) its lambda-discounted regret is at most
-    ``sqrt(2) D G / sqrt(1 - lam)`` at *every* horizon, ``discounted_oco-eq-thm1``. The step never
-    decays: that is what makes the bound hold uniformly in time.
+    (diameter ``D = 2 radius``), starting at the centre. With any step its lambda-discounted
+    regret is at most ``D^2 / (2 lr) + lr G^2 n / 2`` with ``n = 1 / (1 - lam)``
+    (``discounted_oco-eq-ogd-bound``); with the Theorem 1 step ``lr = D sqrt(2 (1 - lam)) / G``
+    (:meth:`tuned`) it is at most ``sqrt(2) D G / sqrt(1 - lam)`` at *every* horizon,
+    ``discounted_oco-eq-thm1``. The step never decays: that is what makes the bound hold uniformly
+    in time.
 
     Args:
         lr: a step size, or a 1-D array of ``m`` step sizes: then ``m`` independent learners run in
@@ -417,6 +419,8 @@ class SOGD:
         self._strict_upper = np.triu(np.ones((k + 1, k + 1), dtype=bool), 1)
         self._lower = np.tril(np.ones((k + 1, k + 1)))
         self.omega = np.zeros(k)
+        #: the bits ``b_i`` of ``discounted_oco-eq-bit`` fed to the combiners in the last round
+        self.bits = np.zeros(k)
         self._outputs: np.ndarray | None = None
 
     @staticmethod
@@ -460,12 +464,13 @@ class SOGD:
         """Reveal the round's loss; update every combiner and every expert. Returns ``f(w_t)``.
 
         All losses are evaluated before any state changes (``discounted_oco-eq-bit`` needs this
-        round's ``B_{i-1}``).
+        round's ``B_{i-1}``). The bits fed to the combiners stay in :attr:`bits`.
         """
         outs = self.outputs() if self._outputs is None else self._outputs
         f_b = loss.value(outs)                                   # f(B_0), ..., f(B_K)
         f_x = loss.value(self.bank.w)                            # f(B_0 iterate), f(A_1), ..., f(A_K)
         bits = np.minimum(np.maximum((f_b[:-1] - f_x[1:]) / (self.G * self.D), -1.0), 1.0)
+        self.bits = bits
         self.dnp.update(bits)                                    # every combiner at once
         self.bank.update(loss)                                   # every expert at once
         self._outputs = None
@@ -524,7 +529,7 @@ def discounted_sum(values: ArrayLike, lam: float) -> np.ndarray:
 
 
 #: weights lam^k below exp(-_WINDOW_NATS) (relative) are dropped from the absolute-loss comparator:
-#: a window of 25 memories, which changes its value by less than 1e-10 relative.
+#: a window of 25 memories; the dropped weights are a share e^-25 < 1e-10 of the total weight.
 _WINDOW_NATS = 25.0
 
 
@@ -631,7 +636,8 @@ def discounted_regret(learner_losses: ArrayLike, lam: float, family: str, data: 
         family: ``"linear"`` (``data = g``, shape ``(T,)`` or ``(T, d)``; comparator
             ``-R ||S_t||`` with ``S_t`` the discounted gradient sum), ``"absolute"`` (``data = y``,
             shape ``(T,)``, 1-D ``f_t(u) = |u - y_t|``; comparator a clipped weighted median over the
-            last ``40 / ln(1/lam)`` rounds, exact to double precision) or ``"squared"``
+            last ``25 / ln(1/lam)`` rounds: the weights dropped, ``lam^k < e^-25``, are a share
+            below ``1e-10`` of the total) or ``"squared"``
             (``data = (X, y)``, ``f_t(u) = (<x_t,u> - y_t)^2/2``; ball-constrained least squares on
             discounted Gram statistics).
         radius: radius R of the comparator's ball.
