@@ -317,6 +317,7 @@ def numbers(report: Report) -> dict[str, float]:
         "gap_std": loss[STD_MSGDW] - loss[STD_ADAMW],
         "gap_clip": loss[STD_CLIP] - loss[STD_ADAMW],
         "gap_dnt": loss[DNT_MSGDW] - loss[DNT_ADAMW],
+        "adamw_gain": loss[STD_ADAMW] - loss[DNT_ADAMW],
         "diverged_runs": float(sweep.diverged.sum()),
     }
     for label, key in keys.items():
