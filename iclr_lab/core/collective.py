@@ -417,14 +417,20 @@ def run_processes(fn: Callable[[Collective], T], world_size: int, backend: str =
 
     ``fn`` must be picklable (a module-level function, or a :func:`functools.partial` of one).
     NCCL needs one GPU per process. ``start_method="spawn"`` (the default) starts fresh
-    interpreters, the safe choice; ``"fork"`` copies this process, which skips importing torch
-    again in every child (much faster to start; safe on Linux before CUDA is initialised).
+    interpreters. ``"forkserver"`` starts one fresh server that imports torch and ``fn``'s module
+    once, then forks the workers from it: much faster when the workers are started again and
+    again, and as safe as spawn. ``"fork"`` copies this process; avoid it once this process has
+    run torch from several threads (the simulator does): MKL's allocator can then hang the child.
     """
     import torch.multiprocessing as mp
 
     world_size = check_int("world_size", world_size, 1)
     check_choice("backend", backend, BACKENDS)
     check_choice("start_method", start_method, START_METHODS)
+    if start_method == "forkserver":
+        target = getattr(fn, "func", fn)  # a functools.partial's function
+        mp.get_context("forkserver").set_forkserver_preload(
+            ["torch", "iclr_lab.core.collective", getattr(target, "__module__", "") or "torch"])
     with tempfile.TemporaryDirectory() as out:
         mp.start_processes(_process_worker, args=(fn, world_size, _free_port(), out, backend),
                            nprocs=world_size, join=True, start_method=start_method)

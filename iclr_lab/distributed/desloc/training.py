@@ -1,0 +1,417 @@
+"""DES-LOC's training functions, written once against the collective interface.
+
+* :func:`train_worker`: one worker of a digits run (Experiment A of the chapter), for DES-LOC and
+  every baseline (:class:`Method`);
+* :func:`rosenbrock_worker`: one worker on the Rosenbrock toy (Experiment B);
+* :func:`drift_run`: one worker, no averaging, recording how far Adam's moments move in ``K``
+  steps (Experiment C, ``desloc-eq-drift``).
+
+Each takes a :class:`~iclr_lab.core.collective.Collective` (the simulator's threads or a
+``torch.distributed`` process) and returns what that worker recorded.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from iclr_lab.core.collective import Collective
+from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.worker_data import RosenbrockToy, WorkerShards, digit_shards, worker_seed
+from iclr_lab.distributed.desloc.optimizer import DESLOC
+
+__all__ = [
+    "DDP",
+    "DESLOC_NAME",
+    "KEEP",
+    "LOCAL_ADAM",
+    "LOCAL_ADAM_2",
+    "LOCAL_SGD",
+    "METHODS",
+    "RESET",
+    "SWEEP",
+    "DigitsSetup",
+    "Method",
+    "RosenbrockSetup",
+    "drift_run",
+    "main_methods",
+    "model_bytes",
+    "rosenbrock_worker",
+    "sweep_methods",
+    "train_worker",
+]
+
+INF = math.inf
+
+
+# ---------------------------------------------------------------------------------------------
+# Methods: one training function, different settings
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Method:
+    """One distributed training method, as settings of the shared training function.
+
+    Attributes:
+        name: the label in tables and charts.
+        sync_periods: ``(Kx, Ku, Kv)`` of
+            :class:`~iclr_lab.distributed.desloc.optimizer.DESLOC` (``math.inf``: never).
+        optimizer: ``"adam"`` (DES-LOC) or ``"sgd"`` (plain SGD, parameters averaged on ``Kx``:
+            Local SGD).
+        reset_states: the reset heuristic (DES-LOC's ``reset_states``).
+        ddp: average the gradients at every step (DDP; the replicas stay identical).
+    """
+
+    name: str
+    sync_periods: tuple[float, float, float]
+    optimizer: str = "adam"
+    reset_states: bool = False
+    ddp: bool = False
+
+    def __post_init__(self) -> None:
+        check_choice("optimizer", self.optimizer, ("adam", "sgd"))
+
+    @property
+    def kx(self) -> float:
+        return self.sync_periods[0]
+
+
+DESLOC_NAME = "DES-LOC"
+LOCAL_ADAM = "Local Adam (Kx)"
+LOCAL_ADAM_2 = "Local Adam (2Kx, same bytes)"
+KEEP = "keep states local"
+RESET = "reset states"
+LOCAL_SGD = "Local SGD"
+DDP = "DDP"
+#: Experiment A's methods in the order of the tables and legends, the paper's method first.
+METHODS = (DESLOC_NAME, LOCAL_ADAM, LOCAL_ADAM_2, KEEP, RESET, LOCAL_SGD, DDP)
+#: multipliers of the period sweeps (``Kx`` and ``Kv`` each times 1, 2, 4, the others fixed)
+SWEEP = (1, 2, 4)
+
+
+def main_methods(kx: int) -> list[Method]:
+    """Experiment A's methods at base period ``kx``: DES-LOC ``(kx, 3 kx, 6 kx)`` and its
+    baselines, each through :func:`train_worker`."""
+    kx = check_int("kx", kx, 1)
+    return [
+        Method(DESLOC_NAME, (kx, 3 * kx, 6 * kx)),
+        Method(LOCAL_ADAM, (kx, kx, kx)),
+        Method(LOCAL_ADAM_2, (2 * kx, 2 * kx, 2 * kx)),
+        Method(KEEP, (kx, INF, INF)),
+        Method(RESET, (kx, INF, INF), reset_states=True),
+        Method(LOCAL_SGD, (kx, INF, INF), optimizer="sgd"),
+        Method(DDP, (INF, INF, INF), ddp=True),
+    ]
+
+
+def sweep_methods(kx: int) -> list[tuple[str, int, Method]]:
+    """DES-LOC with ``Kx`` multiplied by 2 and 4 (``Ku``, ``Kv`` fixed), and with ``Kv`` multiplied
+    by 2 and 4 (``Kx``, ``Ku`` fixed): ``(swept, multiplier, method)``. Multiplier 1 is the base
+    DES-LOC run, shared by both sweeps."""
+    ku, kv = 3 * kx, 6 * kx
+    out = []
+    for m in SWEEP[1:]:
+        out.append(("Kx", m, Method(f"DES-LOC, Kx × {m}", (m * kx, ku, kv))))
+        out.append(("Kv", m, Method(f"DES-LOC, Kv × {m}", (kx, ku, m * kv))))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The digits model, with its gradient written out
+# ---------------------------------------------------------------------------------------------
+
+class _MLP:
+    """``Linear(64, h) -> ReLU -> Linear(h, 10)`` with the cross-entropy gradient written out.
+
+    Autograd gives the same numbers (a test checks it) but costs twice as much time on a model this
+    small, and Experiment A takes a hundred thousand worker steps. The weights are plain tensors so
+    that :class:`~iclr_lab.distributed.desloc.optimizer.DESLOC` and the collective act on them directly.
+    """
+
+    def __init__(self, n_in: int, hidden: int, n_out: int, gen: torch.Generator) -> None:
+        def uniform(shape: tuple[int, ...], fan_in: int) -> torch.Tensor:
+            # torch.nn.Linear's default initialisation, U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+            bound = 1.0 / math.sqrt(fan_in)
+            return (torch.rand(shape, generator=gen) * 2 - 1) * bound
+
+        self.params = [uniform((hidden, n_in), n_in), uniform((hidden,), n_in),
+                       uniform((n_out, hidden), hidden), uniform((n_out,), hidden)]
+        for p in self.params:
+            p.grad = torch.zeros_like(p)
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        w1, b1, w2, b2 = self.params
+        return torch.addmm(b2, torch.addmm(b1, x, w1.T).clamp_min_(0), w2.T)
+
+    def grad(self, x: torch.Tensor, onehot: torch.Tensor) -> None:
+        """Write the gradient of the mean cross-entropy on ``(x, y)`` into each ``.grad``; the
+        labels come one-hot encoded (float, one row per example)."""
+        w1, b1, w2, b2 = self.params
+        pre = torch.addmm(b1, x, w1.T)
+        h = pre.clamp_min(0)
+        d = torch.softmax(torch.addmm(b2, h, w2.T), dim=1)
+        d.sub_(onehot).div_(len(x))           # d loss / d logits = (softmax - one-hot) / n
+        torch.mm(d.T, h, out=w2.grad)
+        torch.sum(d, 0, out=b2.grad)
+        dh = torch.mm(d, w2).mul_(pre > 0)
+        torch.mm(dh.T, x, out=w1.grad)
+        torch.sum(dh, 0, out=b1.grad)
+
+    @torch.no_grad()
+    def evaluate(self, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+        logits = self.logits(x)
+        loss = float(torch.nn.functional.cross_entropy(logits, y))
+        return loss, float((logits.argmax(1) == y).float().mean())
+
+
+# ---------------------------------------------------------------------------------------------
+# Experiment A: the training function
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DigitsSetup:
+    """Everything about a digits run except the method and the seed.
+
+    Attributes:
+        steps: local steps ``T``; a multiple of every finite parameter period, so that the model is
+            averaged at the end.
+        batch_size: local minibatch per worker and step.
+        lr: Adam's peak learning rate (every Adam method); ``sgd_lr`` is Local SGD's.
+        betas: Adam's ``(beta1, beta2)``.
+        clip: per-coordinate gradient clipping radius ``rho``.
+        warmup: linear warm-up steps, then cosine decay to zero at ``steps``.
+        hidden: width of the MLP's hidden layer.
+        split: how the training set is divided (``"sorted"``: by label; ``"iid"``).
+        standardize: standardise the pixels (:func:`~iclr_lab.core.worker_data.digit_shards`).
+            On raw pixels some coordinates of a label-sorted worker's gradient are exactly zero,
+            and DES-LOC with ``Ku < Kv`` then divides an averaged first moment by a second moment
+            that is zero on this worker (the chapter shows the blow-up).
+        eval_every: evaluate every this many steps, at steps where the parameters are averaged.
+    """
+
+    steps: int = 384
+    batch_size: int = 16
+    lr: float = 3e-3
+    sgd_lr: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.999)
+    clip: float = 1.0
+    warmup: int = 12
+    hidden: int = 128
+    split: str = "sorted"
+    standardize: bool = True
+    eval_every: int = 16
+
+    def __post_init__(self) -> None:
+        check_int("steps", self.steps, 1)
+        check_int("batch_size", self.batch_size, 1)
+        check_range("lr", self.lr, 0, INF, low_open=True, high_open=True)
+        check_range("sgd_lr", self.sgd_lr, 0, INF, low_open=True, high_open=True)
+        check_range("clip", self.clip, 0, INF, low_open=True, high_open=False)
+        check_int("warmup", self.warmup, 0, self.steps - 1)
+        check_int("hidden", self.hidden, 1)
+        check_choice("split", self.split, ("sorted", "iid"))
+        check_int("eval_every", self.eval_every, 1)
+
+    def rate(self, t: int, peak: float) -> float:
+        """The learning rate of step ``t`` (1-based): linear warm-up, then cosine decay to 0."""
+        if t <= self.warmup:
+            return peak * t / self.warmup
+        frac = (t - self.warmup) / (self.steps - self.warmup)
+        return peak * 0.5 * (1.0 + math.cos(math.pi * frac))
+
+
+@functools.lru_cache(maxsize=8)
+def _shards(n_workers: int, split: str, seed: int, standardize: bool) -> WorkerShards:
+    return digit_shards(n_workers, split, seed=seed, standardize=standardize)
+
+
+def _check_method(method: Method, setup: DigitsSetup) -> None:
+    kx = method.kx
+    if kx != INF and setup.steps % int(kx) != 0:
+        raise ValueError(f"steps ({setup.steps}) must be a multiple of Kx ({kx}), so that the "
+                         "parameters are averaged at the end")
+
+
+def train_worker(comm: Collective, method: Method, setup: DigitsSetup, seed: int) -> pd.DataFrame:
+    """One worker of a digits run: ``setup.steps`` local steps of ``method`` on this worker's shard.
+
+    Every worker starts from the same weights (drawn from ``seed``) and draws its minibatches from
+    its own generator (:func:`~iclr_lab.core.worker_data.worker_seed`). Adam methods step with
+    :class:`~iclr_lab.distributed.desloc.optimizer.DESLOC` (``desloc-eq-adam``, ``desloc-eq-sync``);
+    DDP first averages the gradients; Local SGD averages the parameters every ``Kx`` steps. Rank 0
+    evaluates the common model at every ``eval_every``-th step where the parameters have just been
+    averaged, and at the end.
+
+    Returns:
+        A table with one row per evaluation on rank 0 (other ranks return an empty table), with
+        columns ``method``, ``step``, ``loss`` (cross-entropy on the whole training set),
+        ``test_acc``, and the communication of this worker since the run started
+        (:meth:`~iclr_lab.core.collective.CommCounts.as_row`).
+    """
+    _check_method(method, setup)
+    data = _shards(comm.world_size, setup.split, seed, setup.standardize)
+    x_np, y_np = data.worker(comm.rank)
+    x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
+    onehot = torch.nn.functional.one_hot(y, data.split.n_classes).float()
+    model = _MLP(x.shape[1], setup.hidden, data.split.n_classes,
+                 torch.Generator().manual_seed(worker_seed(seed, 10_000)))  # same on every worker
+    gen = torch.Generator().manual_seed(worker_seed(seed, comm.rank))
+    if method.optimizer == "adam":
+        opt: torch.optim.Optimizer = DESLOC(
+            model.params, lr=setup.lr, betas=setup.betas, sync_periods=method.sync_periods,
+            comm=comm, clip=setup.clip, reset_states=method.reset_states, fused=True)
+        peak = setup.lr
+    else:
+        opt = torch.optim.SGD(model.params, lr=setup.sgd_lr, foreach=True)
+        peak = setup.sgd_lr
+    rows: list[dict[str, Any]] = []
+    start = comm.counts()  # the collective may have served earlier runs (launch runs several)
+    if comm.rank == 0:
+        x_all = torch.from_numpy(data.split.x_train)
+        y_all = torch.from_numpy(data.split.y_train)
+        x_test, y_test = torch.from_numpy(data.split.x_test), torch.from_numpy(data.split.y_test)
+
+    def record(step: int) -> None:
+        if comm.rank == 0:
+            loss, _ = model.evaluate(x_all, y_all)
+            _, acc = model.evaluate(x_test, y_test)
+            rows.append({"method": method.name, "step": step, "loss": loss, "test_acc": acc,
+                         **(comm.counts() - start).as_row()})
+
+    record(0)
+    order, pos = torch.randperm(len(y), generator=gen), 0
+    for t in range(1, setup.steps + 1):
+        if pos + setup.batch_size > len(y):
+            order, pos = torch.randperm(len(y), generator=gen), 0
+        idx = order[pos:pos + setup.batch_size]
+        pos += setup.batch_size
+        for group in opt.param_groups:
+            group["lr"] = setup.rate(t, peak)
+        model.grad(x[idx], onehot[idx])
+        if method.ddp:
+            comm.all_reduce_mean([p.grad for p in model.params if p.grad is not None],
+                                 kind="gradients")
+        opt.step()
+        synced = method.ddp or (method.kx != INF and t % int(method.kx) == 0)
+        if method.optimizer == "sgd" and synced and not method.ddp:
+            comm.all_reduce_mean(model.params, kind="parameters")
+        if synced and (t % setup.eval_every == 0 or t == setup.steps):
+            record(t)
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# Experiment B: the Rosenbrock toy
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RosenbrockSetup:
+    """The Rosenbrock picture: ``workers`` workers, ``steps`` local steps of Adam at ``lr`` with
+    cosine decay, gradient noise ``noise`` (IID over workers), the averaged iterate recorded every
+    ``record_every`` steps."""
+
+    workers: int = 4
+    steps: int = 480
+    lr: float = 0.1
+    noise: float = 1.5
+    kx: int = 16
+    record_every: int = 4
+
+
+def rosenbrock_worker(comm: Collective, method: Method, setup: RosenbrockSetup,
+                      seed: int) -> np.ndarray:
+    """One worker on the Rosenbrock toy (:class:`~iclr_lab.core.worker_data.RosenbrockToy`).
+
+    It runs :class:`~iclr_lab.distributed.desloc.optimizer.DESLOC` with ``method``'s periods on a
+    2-d point started at ``(-1.5, 2)`` and returns this worker's point every ``record_every`` steps
+    (shape ``(records, 2)``). Averaging the rows over workers gives the averaged iterate.
+    """
+    toy = RosenbrockToy(noise=setup.noise)
+    x = torch.tensor(toy.x0, dtype=torch.float64)
+    x.grad = torch.zeros_like(x)
+    gen = torch.Generator().manual_seed(worker_seed(seed, comm.rank))
+    opt = DESLOC([x], lr=setup.lr, sync_periods=method.sync_periods, comm=comm,
+                 reset_states=method.reset_states)
+    out = [x.detach().clone()]
+    for t in range(1, setup.steps + 1):
+        opt.param_groups[0]["lr"] = setup.lr * 0.5 * (1 + math.cos(math.pi * (t - 1) / setup.steps))
+        g = toy.stochastic_grad(x.detach(), comm.rank, gen)
+        if method.ddp:
+            comm.all_reduce_mean([g], kind="gradients")
+        x.grad.copy_(g)
+        opt.step()
+        if t % setup.record_every == 0:
+            out.append(x.detach().clone())
+    return torch.stack(out).numpy()
+
+
+# ---------------------------------------------------------------------------------------------
+# Experiment C: drift of the moments between averages
+# ---------------------------------------------------------------------------------------------
+
+def drift_run(setup: DigitsSetup, seed: int, windows: Sequence[int]) -> pd.DataFrame:
+    """How far Adam's moments move in ``K`` local steps, against ``desloc-eq-drift``.
+
+    One worker trains on the whole training set with clipping ``setup.clip`` (no averaging, which
+    is what a state does between two of its averages). For each window length ``K`` the run is cut
+    into consecutive windows ``[jK, (j+1)K]`` and the largest change of any coordinate is kept:
+    ``max_j ||u_{(j+1)K} - u_{jK}||_inf`` and the same for ``v``, next to the bounds
+    ``2 rho (1 - beta1^K)`` and ``rho^2 (1 - beta2^K)``.
+    """
+    data = _shards(1, "iid", seed, setup.standardize)
+    x, y = torch.from_numpy(data.split.x_train), torch.from_numpy(data.split.y_train)
+    onehot = torch.nn.functional.one_hot(y, data.split.n_classes).float()
+    model = _MLP(x.shape[1], setup.hidden, data.split.n_classes,
+                 torch.Generator().manual_seed(worker_seed(seed, 10_000)))
+    gen = torch.Generator().manual_seed(worker_seed(seed, 0))
+    opt = DESLOC(model.params, lr=setup.lr, betas=setup.betas, sync_periods=(INF, INF, INF),
+                 clip=setup.clip, fused=True)
+    windows = [check_int("window", k, 1, setup.steps) for k in windows]
+
+    def moments() -> tuple[torch.Tensor, torch.Tensor]:
+        if not opt.state:
+            z = torch.zeros(sum(p.numel() for p in model.params))
+            return z, z.clone()
+        u = torch.cat([opt.state[p]["exp_avg"].reshape(-1) for p in model.params])
+        v = torch.cat([opt.state[p]["exp_avg_sq"].reshape(-1) for p in model.params])
+        return u, v
+
+    start = {k: moments() for k in windows}
+    worst = {k: [0.0, 0.0] for k in windows}
+    order, pos = torch.randperm(len(y), generator=gen), 0
+    for t in range(1, setup.steps + 1):
+        if pos + setup.batch_size > len(y):
+            order, pos = torch.randperm(len(y), generator=gen), 0
+        idx = order[pos:pos + setup.batch_size]
+        pos += setup.batch_size
+        opt.param_groups[0]["lr"] = setup.rate(t, setup.lr)
+        model.grad(x[idx], onehot[idx])
+        opt.step()
+        for k in windows:
+            if t % k == 0:
+                u, v = moments()
+                u0, v0 = start[k]
+                worst[k][0] = max(worst[k][0], float((u - u0).abs().max()))
+                worst[k][1] = max(worst[k][1], float((v - v0).abs().max()))
+                start[k] = (u, v)
+    b1, b2 = setup.betas
+    rho = setup.clip
+    rows = []
+    for k in windows:
+        rows.append({"K": k, "state": "first moment u", "drift": worst[k][0],
+                     "bound": 2 * rho * (1 - b1**k), "seed": seed})
+        rows.append({"K": k, "state": "second moment v", "drift": worst[k][1],
+                     "bound": rho**2 * (1 - b2**k), "seed": seed})
+    return pd.DataFrame(rows)
+
+
+def model_bytes(setup: DigitsSetup) -> int:
+    """Bytes of the digits MLP's parameters (float32): the payload of one model-sized all-reduce."""
+    return 4 * (64 * setup.hidden + setup.hidden + setup.hidden * 10 + 10)

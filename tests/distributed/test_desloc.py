@@ -1,0 +1,327 @@
+"""DES-LOC: the optimizer against torch's Adam and an independent Local Adam, the exact byte counts,
+the heuristics, the drift lemma, the experiments' plumbing, and a real gloo launch."""
+
+import functools
+import math
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from iclr_lab.core.collective import CommCounts, run_gloo, run_simulated
+from iclr_lab.distributed.desloc import (
+    DESLOC,
+    DigitsSetup,
+    Method,
+    budget_chart,
+    communication_cost,
+    explorer,
+    half_life,
+    launch,
+    main_methods,
+    sync_events,
+    train_worker,
+    units_per_step,
+)
+from iclr_lab.distributed.desloc import experiments as ex
+from iclr_lab.distributed.desloc import training as tr
+
+torch.set_num_threads(1)
+INF = math.inf
+
+
+# --- a toy problem with heterogeneous workers ------------------------------------------------------
+
+def _grad(x: torch.Tensor, rank: int, t: int) -> torch.Tensor:
+    """A deterministic gradient stream that differs by worker and depends on the point."""
+    gen = torch.Generator().manual_seed(1000 * rank + t)
+    target = torch.linspace(-1, 1, x.numel(), dtype=x.dtype) * (rank + 1)
+    return (x - target) * 0.5 + 0.3 * torch.randn(x.shape, generator=gen, dtype=x.dtype)
+
+
+def _desloc_run(comm, periods, steps=12, reset=False, clip=INF, betas=(0.9, 0.99)):
+    x = torch.linspace(0.5, -0.5, 7, dtype=torch.float64)
+    opt = DESLOC([x], lr=0.05, betas=betas, sync_periods=periods, comm=comm, reset_states=reset,
+                 clip=clip)
+    for t in range(steps):
+        x.grad = _grad(x, comm.rank, t)
+        opt.step()
+    state = opt.state[x]
+    return x.clone(), state["exp_avg"].clone(), state["exp_avg_sq"].clone(), comm.counts()
+
+
+def _reference_local_adam(world, periods, steps=12, lr=0.05, betas=(0.9, 0.99), eps=1e-8):
+    """DES-LOC written out independently: Adam on every worker, then each state averaged when its
+    own counter reaches its period (the fragment logic of the authors' code)."""
+    b1, b2 = betas
+    xs = [torch.linspace(0.5, -0.5, 7, dtype=torch.float64) for _ in range(world)]
+    us = [torch.zeros(7, dtype=torch.float64) for _ in range(world)]
+    vs = [torch.zeros(7, dtype=torch.float64) for _ in range(world)]
+    counters = [0, 0, 0]
+    for t in range(1, steps + 1):
+        for m in range(world):
+            g = _grad(xs[m], m, t - 1)
+            us[m] = b1 * us[m] + (1 - b1) * g
+            vs[m] = b2 * vs[m] + (1 - b2) * g * g
+            xs[m] = xs[m] - lr * (us[m] / (1 - b1**t)) / ((vs[m] / (1 - b2**t)).sqrt() + eps)
+        for i, states in enumerate((xs, us, vs)):
+            counters[i] += 1
+            if periods[i] != INF and counters[i] >= periods[i]:
+                mean = sum(states) / world
+                for m in range(world):
+                    states[m] = mean.clone()
+                counters[i] = 0
+    return xs, us, vs
+
+
+# --- the optimizer ----------------------------------------------------------------------------------
+
+def test_without_workers_desloc_is_torch_adam_bit_for_bit():
+    for kwargs in ({}, {"amsgrad": True, "weight_decay": 0.1}, {"foreach": True}, {"fused": True},
+                   {"maximize": True}):
+        a = torch.linspace(-1, 1, 11, requires_grad=True)
+        b = a.detach().clone().requires_grad_(True)
+        opt_a = DESLOC([a], lr=0.01, **kwargs)
+        opt_b = torch.optim.Adam([b], lr=0.01, **kwargs)
+        for t in range(7):
+            for p, opt in ((a, opt_a), (b, opt_b)):
+                p.grad = torch.sin(p.detach() * (t + 1))
+                opt.step()
+        assert torch.equal(a, b), kwargs
+        assert opt_a.local_steps == 7
+
+
+@pytest.mark.parametrize("periods", [(2, 2, 2), (2, 3, 5), (1, 4, INF), (3, INF, 2)])
+def test_desloc_equals_an_independent_local_adam_with_per_state_counters(periods):
+    world, steps = 3, 12
+    results = run_simulated(functools.partial(_desloc_run, periods=periods, steps=steps), world)
+    xs, us, vs = _reference_local_adam(world, periods, steps)
+    for m, (x, u, v, _) in enumerate(results):
+        torch.testing.assert_close(x, xs[m], rtol=0, atol=1e-12)
+        torch.testing.assert_close(u, us[m], rtol=0, atol=1e-12)
+        torch.testing.assert_close(v, vs[m], rtol=0, atol=1e-12)
+
+
+def test_counted_bytes_equal_the_formula_and_the_paper_arithmetic():
+    periods, steps = (2, 6, 12), 24
+    counts = run_simulated(functools.partial(_desloc_run, periods=periods, steps=steps), 2)[0][3]
+    model_bytes = 7 * 8  # seven float64
+    assert counts == communication_cost(periods, steps, model_bytes)
+    assert counts.rounds == {"parameters": 12, "gradients": 0, "first_moment": 4, "second_moment": 2,
+                             "other": 0}
+    local_adam = communication_cost((2, 2, 2), steps, model_bytes)
+    assert counts.total_bytes * 2 == local_adam.total_bytes  # 1/K + 1/3K + 1/6K = 1.5/K vs 3/K
+    assert units_per_step((256, 768, 1536)) == pytest.approx(9 / 1536)
+    assert 1 / units_per_step((256, 768, 1536)) == pytest.approx(170.67, abs=0.01)
+    assert units_per_step((256, 256, 256)) / units_per_step((256, 768, 1536)) == pytest.approx(2.0)
+    assert communication_cost((INF, INF, INF), 5, 3, ddp=True) == CommCounts({"gradients": 15},
+                                                                             {"gradients": 5})
+    assert sync_events((2, 3, INF), 6) == [(2, "parameters"), (3, "first_moment"), (4, "parameters"),
+                                           (6, "parameters"), (6, "first_moment")]
+
+
+def test_heuristics_keep_states_local_or_reset_them():
+    def run(comm, reset):
+        x = torch.zeros(4, dtype=torch.float64)
+        opt = DESLOC([x], lr=0.1, sync_periods=(3, INF, INF), comm=comm, reset_states=reset)
+        states = []
+        for t in range(6):
+            x.grad = _grad(x, comm.rank, t)
+            opt.step()
+            states.append({k: v.clone() if torch.is_tensor(v) else v for k, v in opt.state[x].items()})
+        return x.clone(), states, comm.counts()
+
+    keep = run_simulated(functools.partial(run, reset=False), 2)
+    reset = run_simulated(functools.partial(run, reset=True), 2)
+    for results in (keep, reset):
+        assert torch.equal(results[0][0], results[1][0])  # parameters averaged at step 6
+        assert results[0][2].rounds["first_moment"] == results[0][2].rounds["second_moment"] == 0
+    # keep-local: the workers' moments differ; reset: they are zero after each average
+    assert not torch.equal(keep[0][1][-1]["exp_avg"], keep[1][1][-1]["exp_avg"])
+    for t in (2, 5):  # after steps 3 and 6
+        state = reset[0][1][t]
+        assert torch.count_nonzero(state["exp_avg"]) == 0 and torch.count_nonzero(state["exp_avg_sq"]) == 0
+        assert float(state["step"]) == 0
+    assert float(reset[0][1][3]["step"]) == 1  # bias correction restarts
+
+
+def test_clipping_is_per_coordinate_and_the_drift_lemma_holds():
+    """desloc-eq-drift: with |g| <= rho, ||u_{t+K} - u_t|| <= 2 rho (1 - b1^K), ||v_{t+K} - v_t|| <=
+    rho^2 (1 - b2^K), for every window of K steps without an average."""
+    rho, b1, b2 = 0.3, 0.8, 0.95
+    x = torch.zeros(50, dtype=torch.float64)
+    opt = DESLOC([x], lr=0.01, betas=(b1, b2), sync_periods=(INF, INF, INF), clip=rho)
+    gen = torch.Generator().manual_seed(0)
+    us, vs = [torch.zeros(50, dtype=torch.float64)], [torch.zeros(50, dtype=torch.float64)]
+    for _ in range(60):
+        x.grad = 3 * torch.randn(50, generator=gen, dtype=torch.float64)
+        opt.step()
+        assert x.grad.abs().max() <= rho  # clipped in place
+        us.append(opt.state[x]["exp_avg"].clone())
+        vs.append(opt.state[x]["exp_avg_sq"].clone())
+    worst_u = worst_v = 0.0
+    for k in (1, 3, 10, 40):
+        for t in range(len(us) - k):
+            ru = float((us[t + k] - us[t]).abs().max()) / (2 * rho * (1 - b1**k))
+            rv = float((vs[t + k] - vs[t]).abs().max()) / (rho**2 * (1 - b2**k))
+            worst_u, worst_v = max(worst_u, ru), max(worst_v, rv)
+    assert 0.3 < worst_u <= 1 + 1e-12 and 0.3 < worst_v <= 1 + 1e-12  # the bounds bite, and hold
+
+
+def test_state_dict_and_copies_keep_the_sync_schedule():
+    import copy
+
+    x = torch.ones(3)
+    opt = DESLOC([x], sync_periods=(2, 4, INF), clip=0.5)
+    for _ in range(3):
+        x.grad = torch.ones(3)
+        opt.step()
+    sd = opt.state_dict()
+    assert sd["local_steps"] == 3 and sd["param_groups"][0]["sync_periods"] == (2, 4, INF)
+    other = DESLOC([torch.ones(3)])
+    other.load_state_dict(sd)
+    assert other.local_steps == 3 and other.param_groups[0]["clip"] == 0.5
+    clone = copy.deepcopy(opt)
+    assert clone.local_steps == 3 and clone.comm is None
+    assert opt.synchronise(4) == ["parameters", "first_moment"]  # no comm: nothing sent, schedule kept
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"sync_periods": (0, 3, 6)}, "Kx"),
+    ({"sync_periods": (1, -1, 6)}, "Ku"),
+    ({"sync_periods": (1, 3, 1.5)}, "Kv"),
+    ({"sync_periods": (1, 3, math.nan)}, "Kv"),
+    ({"sync_periods": (1, 3)}, "sync_periods"),
+    ({"sync_periods": 4}, "sync_periods"),
+    ({"clip": 0.0}, "clip"),
+    ({"clip": -1.0}, "clip"),
+    ({"clip": math.nan}, "clip"),
+    ({"lr": -1.0}, "lr"),
+    ({"betas": (1.0, 0.9)}, "betas"),
+    ({"eps": -1e-8}, "eps"),
+    ({"weight_decay": math.nan}, "weight_decay"),
+    ({"reset_states": 1}, "reset_states"),
+    ({"comm": "gloo"}, "comm"),
+    ({"foreach": True, "fused": True}, "foreach"),
+])
+def test_bad_optimizer_arguments_name_the_parameter(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        DESLOC([torch.zeros(2)], **kwargs)
+    if "comm" not in kwargs and "foreach" not in kwargs:  # the same checks in a param group
+        with pytest.raises((ValueError, TypeError), match=match):
+            DESLOC([{"params": [torch.zeros(2)], **kwargs}])
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda: communication_cost((16, 48, 96), -1), "steps"),
+    (lambda: communication_cost((0, 48, 96), 10), "Kx"),
+    (lambda: communication_cost((16, 48, 96), 10, -3), "model_bytes"),
+    (lambda: units_per_step((16, 48)), "sync_periods"),
+    (lambda: half_life(1.0), "beta"),
+    (lambda: half_life(-0.1), "beta"),
+    (lambda: Method("m", (16, 16, 16), optimizer="lion"), "optimizer"),
+    (lambda: DigitsSetup(steps=0), "steps"),
+    (lambda: DigitsSetup(lr=0.0), "lr"),
+    (lambda: DigitsSetup(clip=-1.0), "clip"),
+    (lambda: DigitsSetup(steps=10, warmup=10), "warmup"),
+    (lambda: DigitsSetup(split="dirichlet"), "split"),
+    (lambda: main_methods(0), "kx"),
+    (lambda: budget_chart(kx=0), "kx"),
+    (lambda: budget_chart(ku_ratio=0.0), "ku_ratio"),
+    (lambda: budget_chart(beta2=1.0), "beta2"),
+])
+def test_bad_arguments_name_the_parameter(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+def test_half_life():
+    assert half_life(0.5) == pytest.approx(1.0)
+    assert half_life(0.999) == pytest.approx(692.8, abs=0.05)
+    assert half_life(0.0) == 0.0
+
+
+# --- the experiments --------------------------------------------------------------------------------
+
+def test_the_written_out_gradient_equals_autograd():
+    gen = torch.Generator().manual_seed(0)
+    model = tr._MLP(64, 32, 10, gen)
+    x, y = torch.randn(16, 64, generator=gen), torch.randint(0, 10, (16,), generator=gen)
+    model.grad(x, torch.nn.functional.one_hot(y, 10).float())
+    leaves = [p.detach().clone().requires_grad_(True) for p in model.params]
+    w1, b1, w2, b2 = leaves
+    loss = torch.nn.functional.cross_entropy(torch.relu(x @ w1.T + b1) @ w2.T + b2, y)
+    loss.backward()
+    loss = loss.detach()
+    for p, q in zip(model.params, leaves, strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-7)
+    assert model.evaluate(x, y)[0] == pytest.approx(loss.item(), rel=1e-6)
+
+
+SMOKE = DigitsSetup(steps=16, warmup=2, eval_every=4)
+
+
+def test_train_worker_counts_exactly_and_ddp_keeps_replicas_identical():
+    desloc = Method("d", (4, 8, 16))
+    logs = run_simulated(functools.partial(train_worker, method=desloc, setup=SMOKE, seed=0), 2)
+    log = logs[0]
+    assert logs[1].empty and list(log.step) == [0, 4, 8, 12, 16]
+    last = log.iloc[-1]
+    model_bytes = tr.model_bytes(SMOKE)
+    assert CommCounts({k: int(last[f"bytes_{k}"]) for k in ("parameters", "first_moment",
+                                                               "second_moment")},
+                      {k: int(last[f"rounds_{k}"]) for k in ("parameters", "first_moment",
+                                                                "second_moment")}) \
+        == communication_cost((4, 8, 16), 16, model_bytes)
+    ddp = run_simulated(functools.partial(train_worker, method=Method("ddp", (INF, INF, INF), ddp=True),
+                                          setup=SMOKE, seed=0), 2)[0]
+    assert ddp.iloc[-1]["bytes_gradients"] == 16 * model_bytes and ddp.iloc[-1]["bytes_parameters"] == 0
+    with pytest.raises(ValueError, match="multiple of Kx"):
+        run_simulated(functools.partial(train_worker, method=Method("d", (5, 5, 5)), setup=SMOKE,
+                                        seed=0), 2)
+
+
+def test_raw_pixels_make_desloc_divide_by_a_zero_second_moment():
+    """With label-sorted raw pixels, a worker's gradient is exactly zero on pixels its classes never
+    use; averaging u (Ku = 4) but not v (Kv = 8) then divides by v = 0 on that worker."""
+    def final(periods, standardize=False):
+        s = DigitsSetup(steps=16, warmup=2, eval_every=4, standardize=standardize)
+        run = functools.partial(train_worker, method=Method("d", periods), setup=s, seed=0)
+        return run_simulated(run, 8)[0].loss.iloc[-1]
+
+    assert final((4, 4, 8)) > 100 * final((4, 8, 8))   # u averaged without v: blow-up
+    assert final((4, 4, 8), standardize=True) < 3.0     # standardised pixels: no exact zeros
+
+
+def test_launch_gives_the_tables_of_reproduce():
+    report = ex.reproduce("smoke", seed=1)
+    sim = run_simulated(functools.partial(launch, scale="smoke", seed=1), 2)[0]
+    ours = report.tables["curves"].drop(columns=["sim_time", "units"])
+    pd.testing.assert_frame_equal(sim["curves"][ours.columns].reset_index(drop=True),
+                                  ours.reset_index(drop=True), check_exact=True)
+    assert list(sim["final"].method) == list(tr.METHODS)
+
+
+def test_gloo_processes_match_the_simulator_to_1e6_in_under_60_s():
+    """The parity test: two gloo processes on 127.0.0.1 against two simulated workers."""
+    start = time.perf_counter()
+    sim = run_simulated(functools.partial(launch, scale="smoke", seed=0), 2)[0]
+    # forkserver: one fresh server imports torch once and forks the two workers (the CLI spawns)
+    real = run_gloo(functools.partial(launch, scale="smoke", seed=0), 2, start_method="forkserver")[0]
+    elapsed = time.perf_counter() - start
+    a, b = real["curves"], sim["curves"]
+    assert len(a) == len(b) > 0 and list(a.method) == list(b.method)
+    np.testing.assert_allclose(a["loss"], b["loss"], rtol=0, atol=1e-6)
+    assert (a["bytes"] == b["bytes"]).all() and (a["rounds"] == b["rounds"]).all()
+    assert elapsed < 60, f"parity test took {elapsed:.0f} s"
+
+
+def test_explorer_moves_its_chart():
+    w = explorer()
+    before = w.result.to_dict()
+    w.children[0].value = 64.0
+    after = w.result.to_dict()
+    assert before != after
+    budget_chart(kx=16, ku_ratio=3, kv_ratio=6).to_dict()
