@@ -279,7 +279,7 @@ class _Sizes:
 
 
 SIZES = {
-    "smoke": _Sizes(steps=60, cycle=5, n_ini=4, halving=4, seeds=2, grid=(3e-2, 3e-1),
+    "smoke": _Sizes(steps=40, cycle=5, n_ini=3, halving=3, seeds=2, grid=(3e-2, 3e-1),
                     taus=(5, 10), eval_every=20, probe_size=64),
     "book": _Sizes(steps=400, cycle=10, n_ini=10, halving=10, seeds=5,
                    grid=(1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0), taus=(5, 10, 25, 50), eval_every=20,
@@ -481,8 +481,7 @@ def _claims(tables: dict[str, pd.DataFrame], seeds: Sequence[int]) -> tuple[list
     ref = _acc(final, best, seeds)
     gap = {m: _acc(final, m, seeds) - ref for m in METHODS}
     # the strongest other contender for each test: the best switching baseline / the runner-up single
-    rivals = [m for m in (LITERAL, *BASELINES)]
-    strongest = max(rivals, key=lambda m: float(np.median(gap[m])))
+    strongest = max(BASELINES, key=lambda m: float(np.median(gap[m])))
     runner_up = max((m for m in OPTIMIZERS if m != best), key=lambda m: float(np.median(gap[m])))
 
     def per_seed(col: str, fn: Callable[[pd.Series], float]) -> list[float]:
@@ -500,7 +499,8 @@ def _claims(tables: dict[str, pd.DataFrame], seeds: Sequence[int]) -> tuple[list
             "beats_best_single",
             f"DOIT's final test accuracy is at least {BEATS_PP:g} percentage point above the best "
             f"single optimizer's ({best} at its tuned rate), seed by seed (difference in points). "
-            f"The strongest switching baseline, {strongest}, scores {_text(gap[strongest])}.",
+            f"The strongest switching baseline, {strongest}, scores {_text(gap[strongest])}; DOIT "
+            f"with the literal acquisition {_text(gap[LITERAL])}.",
             gap[DOIT_NAME], BEATS_PP, ">=",
             "1 % to 3 % higher accuracy than the best baseline (e.g. ViT on CIFAR-10: 98.04 against "
             "97.58 for SGDM)", expected=False, kind="paper", source="paper"),
@@ -508,8 +508,8 @@ def _claims(tables: dict[str, pd.DataFrame], seeds: Sequence[int]) -> tuple[list
             "within_best_single",
             f"DOIT's final test accuracy is within {WITHIN_PP:g} point of the best single "
             f"optimizer's ({best}) (difference in points, >= -{WITHIN_PP:g}). The runner-up single "
-            f"optimizer, {runner_up}, scores {_text(gap[runner_up])}; {strongest} "
-            f"{_text(gap[strongest])}.",
+            f"optimizer, {runner_up}, scores {_text(gap[runner_up])}; the strongest switching "
+            f"baseline, {strongest}, {_text(gap[strongest])}.",
             gap[DOIT_NAME], -WITHIN_PP, ">=",
             "DOIT matches or beats every single optimizer", expected=False, kind="paper",
             source="prior"),
