@@ -224,6 +224,17 @@ def test_train_lm_learns_is_deterministic_and_seeds_matter():
     assert np.allclose(a.histograms.groupby("tensor").fraction.sum(), 1.0)
 
 
+def test_stop_at_repeats_the_first_steps_of_the_full_run():
+    kw = {"steps": 20, "batch_size": 4, "config": SMALL, "val_sequences": 8, "seed": 3}
+    full = train_lm("dnt", "msgdw", 0.3, **kw)
+    part = train_lm("dnt", "msgdw", 0.3, stop_at=8, stats_at=8, **kw)
+    np.testing.assert_array_equal(part.train_losses, full.train_losses[:8])
+    assert len(part.train_losses) == 8 and part.stats is not None
+    assert part.model is not None and set(part.weight_norms) >= {"embedding", "blocks.0.ffn.W_2"}
+    pooled = part.histograms[part.histograms.tensor == dnt.POOLED]
+    assert len(pooled) == 40 and pooled.fraction.sum() == pytest.approx(1.0)
+
+
 def test_training_that_diverges_is_reported_not_hidden():
     run = train_lm("pre", "msgdw", 1e4, steps=20, batch_size=4, config=SMALL, val_sequences=8)
     assert run.diverged and run.final_val_loss == math.inf
