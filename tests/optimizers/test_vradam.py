@@ -326,6 +326,22 @@ def test_stability_limit_matches_eigenvalues():
         assert (np.abs(np.linalg.eigvals(a)).max() < 1) == stable
 
 
+def test_momentum_matrix_determinant_trace_and_non_normality():
+    beta = 0.9
+    for e in (1.0, 10.0, 30.0):
+        a = vr.momentum_matrix(e, beta)
+        assert np.linalg.det(a) == pytest.approx(beta)
+        assert np.trace(a) == pytest.approx(1 + beta - e * (1 - beta))
+        assert np.abs(np.linalg.eigvals(a)).max() < 1          # stable ...
+    assert np.linalg.norm(vr.momentum_matrix(30.0, beta), 2) > 1  # ... but not a contraction
+    # one step of VR-momentum with the gate switched off is A(e) on (x, v / h)
+    h, eta = 2.0, 5.0
+    run = vr.vr_momentum_quadratic([eta * h / vr.stability_limit(beta)], beta3=0.0, h=h, steps=1,
+                                   x0=0.7, v0=0.3 * h)
+    z = vr.momentum_matrix(eta * h, beta) @ np.array([0.7, 0.3])
+    assert run["x"][0, 0] == pytest.approx(z[0]) and run["v"][0, 0] / h == pytest.approx(z[1])
+
+
 def test_switching_radius():
     assert vr.switching_radius(0.3) == pytest.approx(math.sqrt(0.9), rel=1e-6)
     assert vr.switching_radius(0.9) > 1.0
@@ -356,12 +372,35 @@ def test_explorer_recomputes():
     assert "vconcat" in second
 
 
-def test_calibration_sets_initial_gate():
+def test_calibration_pilot_and_initial_gate():
+    """The pilot's mean P_t, recomputed independently from torch AdamW's own buffer, and what the
+    calibrated gate then does: it starts well above 1/(1+kappa) (the raw buffer is small at first),
+    passes below it within a few dozen steps, and never goes below the floor 1/(1+alpha1)."""
     from iclr_lab.core.datasets import digits
+    from iclr_lab.core.nn import mlp, train_classifier
+    from iclr_lab.optimizers.vradam.experiments import LR_CUTOFF, WEIGHT_DECAY
 
-    beta3, mean_p = vr.calibrate_beta3(digits(seed=0), seed=0, kappa=10.0)
-    assert mean_p > 0
-    assert beta3 * mean_p == pytest.approx(10.0)
+    data = digits(seed=0)
+    kappa = 10.0
+    beta3, mean_p = vr.calibrate_beta3(data, seed=0, kappa=kappa)
+    torch.manual_seed(0)
+    model = mlp([data.n_features, 128, 128, data.n_classes])
+    adamw = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=WEIGHT_DECAY)
+    norms = []
+
+    def record(_: int) -> dict:
+        norms.append(sum(float(adamw.state[p]["exp_avg"].double().pow(2).sum())
+                         for p in model.parameters()))
+        return {}
+
+    train_classifier(model, adamw, data, steps=20, eval_every=20, seed=0, on_step=record)
+    assert mean_p == pytest.approx(float(np.mean(norms)), rel=1e-5)
+    assert beta3 == pytest.approx(kappa / mean_p)
+
+    _, gates = vr.train_digits("VRAdam (calibrated)", 1e-3, 0, steps=60, beta3=beta3, data=data)
+    assert gates[0] > 0.5                       # not 1/(1+kappa): the buffer holds (1-beta1) g
+    assert gates.min() < 1 / (1 + kappa)        # P_t outgrows the pilot's mean
+    assert gates.min() >= 1 / (1 + LR_CUTOFF) - 1e-12
 
 
 def test_rate_loss_grad_matches_autograd():
@@ -378,13 +417,18 @@ def test_rate_loss_grad_matches_autograd():
     assert torch.allclose(gw, w.grad, atol=1e-6) and torch.allclose(gb, b.grad, atol=1e-6)
 
 
-def test_chapter_glues_only_known_numbers():
+@pytest.fixture(scope="module")
+def smoke_report():
+    return vr.reproduce("smoke")
+
+
+def test_chapter_glues_only_known_numbers(smoke_report):
     """Every {glue:text} key in the chapter is a claim, a number from ``numbers()`` or a glued chart,
     so the prose cannot quote a value the report does not produce."""
     import re
     from pathlib import Path
 
-    report = vr.reproduce("smoke")
+    report = smoke_report
     nums = vr.numbers(report)
     text = (Path(__file__).parents[2] / "book/optimizers/vradam.md").read_text()
     keys = set(re.findall(r"\{glue:text\}`([A-Za-z0-9_]+)", text))
@@ -407,3 +451,30 @@ def test_rate_run_schedule_and_gate():
     assert not np.allclose(gated["grad_sq"], adamw["grad_sq"], rtol=1e-3, atol=0)
     assert plain["step"].tolist() == [0, 20]
     assert plain["grad_sq"][1] < plain["grad_sq"][0]
+
+
+def test_charts_colour_each_method_the_same_way(smoke_report):
+    """One colour per method in every chart: wherever a series of ``COLORS`` appears in a colour
+    scale, it has its own colour."""
+    import json
+
+    seen: dict[str, set[str]] = {}
+
+    def walk(node):
+        if isinstance(node, dict):
+            scale = node.get("scale")
+            if isinstance(scale, dict) and "domain" in scale and "range" in scale \
+                    and isinstance(scale["range"], list):
+                for name, colour in zip(scale["domain"], scale["range"], strict=False):
+                    if name in vr.COLORS:
+                        seen.setdefault(name, set()).add(colour)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    for chart in smoke_report.charts().values():
+        walk(json.loads(chart.to_json()))
+    assert {"VRAdam (calibrated)", "AdamW", "AdamW (matched rate)"} <= set(seen)
+    assert all(colours == {vr.COLORS[name]} for name, colours in seen.items()), seen

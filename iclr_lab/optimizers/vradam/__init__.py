@@ -9,6 +9,7 @@ The chapter is ``book/optimizers/vradam.md``. The package splits in three:
 """
 
 from iclr_lab.optimizers.vradam.experiments import (
+    COLORS,
     KAPPA,
     METHODS,
     calibrate_beta3,
@@ -22,6 +23,7 @@ from iclr_lab.optimizers.vradam.optimizer import VRAdam, VRMomentum, gate
 from iclr_lab.optimizers.vradam.quadratic import (
     edge_velocity,
     explorer,
+    momentum_matrix,
     quadratic_explorer_chart,
     stability_limit,
     switching_radius,
@@ -30,6 +32,7 @@ from iclr_lab.optimizers.vradam.quadratic import (
 )
 
 __all__ = [
+    "COLORS",
     "KAPPA",
     "METHODS",
     "VRAdam",
@@ -39,6 +42,7 @@ __all__ = [
     "edge_velocity",
     "explorer",
     "gate",
+    "momentum_matrix",
     "numbers",
     "quadratic_explorer_chart",
     "rate_run",

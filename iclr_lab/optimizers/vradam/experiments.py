@@ -5,6 +5,8 @@
   read at its *effective* learning rate (``alpha0`` times the mean gate);
 * Experiment C: the rate of the paper's Theorem 4.2 on a smooth non-convex problem, against AdamW at
   ``alpha0`` and at ``alpha0 / (1 + alpha1)``, the rate the gate delivers.
+
+Every chart colours a method the same way (:data:`COLORS`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from iclr_lab.core.stats import loglog_slope
 from iclr_lab.optimizers.vradam.optimizer import VRAdam
 from iclr_lab.optimizers.vradam.quadratic import (
     edge_velocity,
+    momentum_matrix,
     stability_limit,
     switching_radius,
     two_cycle,
@@ -35,8 +38,8 @@ if TYPE_CHECKING:
 
     from iclr_lab.core.datasets import Split
 
-__all__ = ["KAPPA", "METHODS", "calibrate_beta3", "charts", "numbers", "rate_run", "reproduce",
-           "train_digits"]
+__all__ = ["COLORS", "KAPPA", "METHODS", "calibrate_beta3", "charts", "numbers", "rate_run",
+           "reproduce", "train_digits"]
 
 
 #: Calibration target kappa, in ``beta3 = KAPPA / mean(P_t)`` over a CALIBRATION_STEPS-step pilot.
@@ -45,11 +48,19 @@ VR_CAL = "VRAdam (calibrated)"
 VR_ONE = "VRAdam (β₃=1)"
 ADAMW = "AdamW"
 MATCHED = "AdamW (matched rate)"
-SGD = "SGD+Nesterov"
+RATE_FLOOR = "AdamW at α₀/20"
 #: methods of Experiment B, the paper's method first. "AdamW (matched rate)" runs AdamW at the mean
 #: effective rate ``alpha0 * mean(eta_t / alpha0)`` of the calibrated VRAdam run (same seed, alpha0).
-METHODS = (VR_CAL, VR_ONE, ADAMW, MATCHED, SGD)
+#: (SGD with Nesterov momentum, a baseline of the paper, is not run: its learning rates are not on
+#: Adam's scale, and the chapter's question is VRAdam against AdamW.)
+METHODS = (VR_CAL, VR_ONE, ADAMW, MATCHED)
+#: one colour per method in every chart (the paper's method red, AdamW blue, AdamW at a smaller
+#: rate chosen for it grey); the hex codes are those of ``iclr_lab.core.charts``.
+COLORS = {VR_CAL: "#d62728", VR_ONE: "#ff7f0e", ADAMW: "#4c78a8", MATCHED: "#8c8c8c",
+          RATE_FLOOR: "#8c8c8c", "VR-momentum": "#d62728", "plain momentum": "#4c78a8"}
 HIGHLIGHT = (VR_CAL, VR_ONE)
+#: the charts' font: a sans-serif with the subscript digits of α₀ and β₃
+FONT = "DejaVu Sans, Verdana, sans-serif"
 WEIGHT_DECAY = 1e-4
 LR_CUTOFF = 19.0
 CALIBRATION_STEPS = 20
@@ -60,8 +71,6 @@ def _make_optimizer(method: str, params: Any, lr: float, beta3: float) -> torch.
     # picks by default on CPU for a model this small (the arithmetic is the same)
     if method in (ADAMW, MATCHED):
         return torch.optim.AdamW(params, lr=lr, weight_decay=WEIGHT_DECAY, foreach=True)
-    if method == SGD:
-        return torch.optim.SGD(params, lr=lr, momentum=0.9, nesterov=True, foreach=True)
     return VRAdam(params, lr=lr, beta3=beta3, lr_cutoff=LR_CUTOFF, weight_decay=WEIGHT_DECAY)
 
 
@@ -147,7 +156,7 @@ def _final(log: pd.DataFrame) -> dict[str, float]:
 
 RATE_ALPHA0 = 0.05
 RATE_PENALTY = 0.01
-RATE_METHODS = ("VRAdam (calibrated)", "AdamW", "AdamW at α₀/20")
+RATE_METHODS = (VR_CAL, ADAMW, RATE_FLOOR)
 
 
 def _loss_grad(w: torch.Tensor, b: torch.Tensor, x: torch.Tensor,
@@ -280,8 +289,17 @@ def _experiment_a(toy_steps: int) -> dict[str, pd.DataFrame]:
             scan.append({"start": start, "r": float(r), "diverged": stats["diverged"],
                          "v_rms": stats["v_rms"], "mean_eta_h_over_B": stats["mean_eta_h_over_B"],
                          "v_rms_predicted": float(edge_velocity(r, 1.0))})
-    switch = pd.DataFrame({"c": SWITCH_C,
-                           "worst_two_step_radius": [switching_radius(c) for c in SWITCH_C]})
+    # each single A(e) of the band: its spectral radius (< 1) and its norm (well above 1)
+    singles = [[momentum_matrix(e) for e in np.linspace(1.0 / (1.0 + LR_CUTOFF), 1.0, 40) * c * big_b]
+               for c in SWITCH_C]
+    switch = pd.DataFrame({
+        "c": SWITCH_C,
+        "worst_two_step_radius": [switching_radius(c) for c in SWITCH_C],
+        "single_radius_max": [max(float(np.abs(np.linalg.eigvals(a)).max()) for a in m)
+                              for m in singles],
+        "single_norm_min": [min(float(np.linalg.norm(a, 2)) for a in m) for m in singles],
+        "single_norm_max": [max(float(np.linalg.norm(a, 2)) for a in m) for m in singles],
+    })
     return {"edge_summary": pd.DataFrame(rows), "edge_scan": pd.DataFrame(scan),
             "switching": switch}
 
@@ -429,9 +447,13 @@ def _claims(tables: dict[str, pd.DataFrame], lrs: Sequence[float],
     plain = edge[edge.method == "plain momentum"]
     vr = edge[edge.method == "VR-momentum"]
     cap = 1.0 + LR_CUTOFF
-    plain_side = float(((plain.r > 1) == plain.diverged).mean())
+    def converged(d: pd.DataFrame) -> pd.Series:
+        return ~d.diverged & (d.final_abs_x < 1e-8)
+
+    # below the edge: converged to 0; above it: diverged
+    plain_side = float(((plain.r < 1) & converged(plain) | (plain.r > 1) & plain.diverged).mean())
     below = vr[vr.r < 1]
-    vr_conv = float((~below.diverged & (below.final_abs_x < 1e-8)).mean())
+    vr_conv = float(converged(below).mean())
     past = vr[vr.r > 1]
     vr_side = float(((past.r > cap) == past.diverged).mean())
     plain_past = plain[plain.r > 1]
@@ -461,48 +483,46 @@ def _claims(tables: dict[str, pd.DataFrame], lrs: Sequence[float],
     def curve(d: pd.DataFrame, method: str) -> pd.Series:
         return d[d.method == method].set_index("N")["mean_grad_sq"]
 
-    def slope(method: str) -> Callable[[pd.DataFrame], float]:
-        return lambda d: loglog_slope(curve(d, method).index.to_numpy(),
-                                      curve(d, method).to_numpy())[0]
+    def worst_over_n(method: str, base: str) -> Callable[[pd.DataFrame], float]:
+        return lambda d: float((curve(d, method) / curve(d, base)).max())
+
+    def band_over_n(method: str, base: str) -> Callable[[pd.DataFrame], float]:
+        # the larger of ratio and 1 / ratio, worst over N: <= 2 means "within 2x either way"
+        def fn(d: pd.DataFrame) -> float:
+            ratio = curve(d, method) / curve(d, base)
+            return float(np.maximum(ratio, 1.0 / ratio).max())
+        return fn
 
     vr_name, adamw_name, floor_name = RATE_METHODS
-    rate_floor = _per_seed(rate, seeds,
-                           lambda d: float((curve(d, vr_name) / curve(d, floor_name)).max()))
-    rate_adamw = _per_seed(rate, seeds,
-                           lambda d: float((curve(d, vr_name) / curve(d, adamw_name)).max()))
-    slopes = {m: _per_seed(rate, seeds, slope(m)) for m in RATE_METHODS}
+    rate_adamw = _per_seed(rate, seeds, worst_over_n(vr_name, adamw_name))
+    floor_adamw = _per_seed(rate, seeds, worst_over_n(floor_name, adamw_name))
+    like_floor = _per_seed(rate, seeds, band_over_n(vr_name, floor_name))
+    adamw_like_floor = _per_seed(rate, seeds, band_over_n(adamw_name, floor_name))
 
     claims = [
         Claim.over_seeds(
             "large_lr_ce_ratio",
             "At the two largest learning rates, calibrated VRAdam's test cross-entropy is at most "
-            "0.8x AdamW's at the same alpha0 (worst of the two ratios). AdamW run at VRAdam's "
-            f"mean effective rate scores {_text(large_matched)} on the same test.",
-            large, 0.8, "<=", "VRAdam is more robust to large learning rates than AdamW",
-            expected=False, kind="paper", source="prior"),
+            "0.8x AdamW's at the same alpha0 (worst of the two ratios). The per-seed values "
+            "straddle the bar, so the verdict depends on the seeds. AdamW run at VRAdam's mean "
+            f"effective rate scores {_text(large_matched)} on the same test.",
+            large, 0.8, "<=", "Abstract: VRAdam allows \"a more aggressive base step size\" "
+            "\"without divergence\"", expected=False, kind="paper", source="prior"),
         Claim.over_seeds(
             "matched_rate_ratio",
             "At the two largest alpha0, calibrated VRAdam's test cross-entropy is at most 0.83x "
             "that of AdamW run at VRAdam's mean effective rate alpha0 * mean(eta_t/alpha0) "
-            "(worst of the two ratios): the paper's CIFAR-10 gain, at equal effective rate.",
+            "(worst of the two ratios). The bar 0.83 is borrowed from the paper's CIFAR-10 ratio, "
+            "which compares tuned runs; here it is applied at equal effective rate.",
             matched, 0.83, "<=", "CIFAR-10 test loss 0.469 (VRAdam) vs 0.565 (AdamW): ratio 0.83",
-            expected=False, kind="paper", source="paper"),
+            expected=False, kind="paper", source="prior"),
         Claim.over_seeds(
             "beats_tuned_adamw",
             "Tuned VRAdam reaches a lower test cross-entropy than tuned AdamW (ratio of the best "
-            "test CE over the alpha0 grid, per seed)",
+            "test CE over the alpha0 grid, per seed; the best alpha0 is chosen on the test set, "
+            "there is no validation split). The paper's gain is 0.83x; the bar here is any gain.",
             tuned_ratio, 1.0, "<", "CIFAR-10 test loss 0.469 (VRAdam) vs 0.565 (AdamW), each tuned",
             expected=False, kind="paper", source="prior"),
-        Claim("momentum_diverges",
-              "Plain EMA momentum converges for every r = alpha0 h / B < 1 and diverges for every "
-              "r > 1 on the grid (fraction of the grid on the predicted side)",
-              plain_side, 1.0, ">=", "The stability limit B(beta) = 2(1+beta)/(1-beta) of the "
-              "adaptive edge of stability the paper builds on", kind="theorem", source="prior"),
-        Claim("vr_converges_below_edge",
-              "VR-momentum with its own state-dependent gate converges (|x| < 1e-8 after 4000 "
-              "steps) for every r < 1 on the grid, beta3 in {1, 10} (fraction)",
-              vr_conv, 1.0, ">=", "Theorem 4.1: exponential stability when alpha0 L < B(beta)",
-              kind="theorem", source="prior"),
         Claim("switching_stable",
               "Theorem 4.1 as a secondary source paraphrases it: with alpha0 h = 0.9 B < B, every "
               "gate sequence in [alpha0 / 20, alpha0] is stable (worst growth factor per step of "
@@ -511,13 +531,34 @@ def _claims(tables: dict[str, pd.DataFrame], lrs: Sequence[float],
               worst_09, 1.0, "<", "Theorem 4.1 (secondary-source paraphrase)", expected=False,
               kind="theorem", source="prior"),
         Claim.over_seeds(
-            "rate_vs_adamw_floor",
-            "With alpha_n = alpha0 / sqrt(n), calibrated VRAdam's running mean of ||grad F||^2 is "
-            "at most 2x that of AdamW at alpha0 / (1 + alpha1), the rate the gate delivers, at "
-            f"every N (worst ratio). Against AdamW at alpha0 the worst ratio is "
-            f"{_text(rate_adamw)}: the gate's constant, not a worse rate.",
-            rate_floor, 2.0, "<=", "Theorem 4.2: O(ln N / sqrt N), constants inflated by at most "
-            "1 + alpha1", kind="theorem", source="pilot"),
+            "rate_vs_adamw",
+            "With alpha_n = alpha0 / sqrt(n), calibrated VRAdam's running mean of ||grad F||^2 "
+            "is within 2x of AdamW's (same alpha0) at every horizon N (worst ratio over N), the "
+            "test fixed before any run. AdamW at alpha0 / 20, the rate the gate delivers, scores "
+            f"{_text(floor_adamw)}: at these horizons the test cannot tell a larger constant "
+            "from a slower rate.",
+            rate_adamw, 2.0, "<=", "Theorem 4.2 (secondary-source paraphrase): O(ln N / sqrt N), "
+            "as for Adam", expected=False, kind="theorem", source="prior"),
+        Claim.over_seeds(
+            "rate_like_floor",
+            "Calibrated VRAdam's running mean of ||grad F||^2 is within 2x, either way, of AdamW "
+            "run at alpha0 / (1 + alpha1), the floor of the gate, at every N (worst of ratio and "
+            f"1 / ratio over N). AdamW at alpha0 scores {_text(adamw_like_floor)}: it fails.",
+            like_floor, 2.0, "<=", "Not in the paper: the gate sits near its floor in this "
+            "experiment", kind="sanity", source="pilot"),
+        Claim("momentum_diverges",
+              "Plain EMA momentum converges (|x| < 1e-8 after the run) for every "
+              "r = alpha0 h / B < 1 and diverges for every r > 1 on the grid (fraction of the "
+              "grid on the predicted side)",
+              plain_side, 1.0, ">=", "Textbook: EMA momentum on a quadratic is stable iff "
+              "alpha0 h < B(beta) = 2(1+beta)/(1-beta) (vradam-eq-stability)", kind="sanity",
+              source="prior"),
+        Claim("vr_converges_below_edge",
+              "VR-momentum with its own state-dependent gate converges (|x| < 1e-8 after 4000 "
+              "steps) for every r < 1 on the grid, beta3 in {1, 10} (fraction)",
+              vr_conv, 1.0, ">=", "Not Theorem 4.1, which quantifies over every gate sequence: "
+              "near the origin the gate tends to 1, and alpha0 h < B is stable",
+              kind="sanity", source="prior"),
         Claim("vr_bounded_below_cap",
               "VR-momentum (alpha1 = 19) stays bounded for every 1 < r < 1 + alpha1 = 20 and "
               f"diverges for every r > 20 on the grid (fraction on the predicted side; plain "
@@ -525,13 +566,14 @@ def _claims(tables: dict[str, pd.DataFrame], lrs: Sequence[float],
               vr_side, 1.0, ">=", "Not in the paper: the minimum step alpha0 / (1 + alpha1) is "
               "stable iff r < 1 + alpha1", kind="derivation", source="pilot"),
         Claim("edge_vrms_error",
-              "On the two-step orbit (r in {1.1, 1.5, 2}, beta3 in {1, 10}) the RMS velocity "
-              "matches sqrt((r - 1) / beta3) within 10% (max relative error)",
+              "Started at rest at r in {1.1, 1.5, 2} (the grid fixed before any run), beta3 in "
+              "{1, 10}, VR-momentum ends on the two-step orbit and its RMS velocity matches "
+              "sqrt((r - 1) / beta3) within 10% (max relative error). From rest, runs with r "
+              "between about 1.6 and 1.9 end on a larger orbit instead (the chapter's scan).",
               rel, 0.10, "<=", "Not in the paper: derived in this chapter (vradam-eq-edge)",
               kind="derivation", source="pilot"),
         Claim("edge_mean_gate",
-              "On the two-step orbit the time-averaged eta_t h / B is within 2% of 1 "
-              "(max |mean - 1|)",
+              "On the same runs the time-averaged eta_t h / B is within 2% of 1 (max |mean - 1|)",
               gate_err, 0.02, "<=", "Not in the paper: derived in this chapter (vradam-eq-edge)",
               kind="derivation", source="pilot"),
         Claim("adamw_equivalence",
@@ -539,7 +581,6 @@ def _claims(tables: dict[str, pd.DataFrame], lrs: Sequence[float],
               _adamw_equivalence(), 1e-7, "<=", "Algorithm 1: the gate is the only change",
               kind="sanity", source="prior"),
     ]
-    vr_slope = _text(slopes[vr_name])
     acceptance = pd.DataFrame([
         {"test": "CE / AdamW's CE at the 2 largest α₀", "needed": "≤ 0.8",
          "method": _text(large), "baseline": "AdamW at VRAdam's mean rate",
@@ -547,14 +588,12 @@ def _claims(tables: dict[str, pd.DataFrame], lrs: Sequence[float],
         {"test": "bounded iff r < 1 + α₁ (1 < r)", "needed": "= 1",
          "method": f"{vr_side:.2g}", "baseline": "plain momentum",
          "baseline's value": f"{plain_side_cap:.2g}"},
-        {"test": "slope of mean ‖∇F‖² vs N", "needed": "in [−0.7, −0.3]", "method": vr_slope,
-         "baseline": "AdamW at α₀", "baseline's value": _text(slopes[adamw_name])},
-        {"test": "slope of mean ‖∇F‖² vs N", "needed": "in [−0.7, −0.3]", "method": vr_slope,
-         "baseline": "AdamW at α₀/20", "baseline's value": _text(slopes[floor_name])},
-        {"test": "mean ‖∇F‖² / AdamW's at α₀/20", "needed": "≤ 2",
-         "method": _text(rate_floor), "baseline": "AdamW at α₀",
-         "baseline's value": _text(_per_seed(rate, seeds, lambda d: float(
-             (curve(d, adamw_name) / curve(d, floor_name)).max())))},
+        {"test": "mean ‖∇F‖² / AdamW's at α₀, worst N", "needed": "≤ 2",
+         "method": _text(rate_adamw), "baseline": "AdamW at α₀/20",
+         "baseline's value": _text(floor_adamw)},
+        {"test": "within 2× of AdamW at α₀/20, worst N", "needed": "≤ 2",
+         "method": _text(like_floor), "baseline": "AdamW at α₀",
+         "baseline's value": _text(adamw_like_floor)},
     ])
     return claims, acceptance
 
@@ -566,13 +605,19 @@ def _claims(tables: dict[str, pd.DataFrame], lrs: Sequence[float],
 
 def numbers(report: Report) -> dict[str, float]:
     """Every number the chapter's prose quotes that is not a claim's value, computed from
-    ``report.tables`` (medians over seeds where the experiment has seeds). The chapter glues them
-    (``{glue:text}`key```), so the text cannot drift from the tables."""
+    ``report.tables`` and the claims' per-seed values (medians over seeds where the experiment has
+    seeds, as for the claims). The chapter glues them (``{glue:text}`key```), so the text cannot
+    drift from the tables."""
     t = report.tables
     fin, lrs = t["digits_final"], sorted(t["digits_final"].lr.unique())
+    claim = {c.name: c for c in report.claims}
 
     def med(method: str, lr: float, col: str) -> float:
         return float(fin[(fin.method == method) & (fin.lr == lr)][col].median())
+
+    def spread(name: str) -> tuple[float, float]:
+        c = claim[name]
+        return c.spread or (c.measured, c.measured)
 
     cal = t["calibration"]
     scan = t["edge_scan"]
@@ -580,31 +625,47 @@ def numbers(report: Report) -> dict[str, float]:
     cyc = scan[scan.start == START_CYCLE].assign(off=rel > 1e-6)
     first_off = float(cyc[cyc.off].r.min())
     # from rest, below r = 2: runs that ended on another (much larger) orbit than the two-step one
-    rest = scan[scan.start == START_REST].assign(off=(rel > 0.5) | scan.diverged)
+    rest = scan[scan.start == START_REST].assign(off=(rel > 0.5) | scan.diverged,
+                                                 lock=(rel < 0.05) & ~scan.diverged)
     window = rest[rest.off & (rest.r < 2)]
     inside = rest[(rest.r >= window.r.min()) & (rest.r <= window.r.max())] if len(window) else rest[:0]
+    locks = rest[rest.lock & (rest.r > 1)]
     sw = t["switching"]
     unstable = sw[sw.worst_two_step_radius > 1]
+    at_09 = sw[sw.c == 0.9].iloc[0]
     rate = t["rate"]
-    last_n = rate.N.max()
-    slopes = {}
-    for m in RATE_METHODS:
-        per = [loglog_slope(d.N.to_numpy(), d.mean_grad_sq.to_numpy())[0]
-               for _, d in rate[rate.method == m].groupby("seed")]
-        slopes[m] = float(np.median(per))
-    best = {m: float(fin[fin.method == m].groupby("lr").test_loss.mean().idxmin())  # type: ignore[arg-type]
-            for m in (VR_CAL, ADAMW)}
+    horizons = sorted(rate.N.unique())
+    # slopes of the median curves: the fits the chart's legend shows
+    curve = rate.groupby(["method", "N"]).mean_grad_sq.median()
+    slopes = {m: float(loglog_slope(np.asarray(horizons, float),
+                                    curve[m].loc[horizons].to_numpy())[0]) for m in RATE_METHODS}
+
+    def rate_ratio(n: int) -> float:
+        at = rate[rate.N == n].set_index(["seed", "method"]).mean_grad_sq.unstack()
+        return float((at[RATE_METHODS[0]] / at[RATE_METHODS[1]]).median())
+
+    med_ce = fin.groupby(["method", "lr"]).test_loss.median()
+    best = {m: float(med_ce[m].idxmin()) for m in (VR_CAL, ADAMW)}
+    per_seed = fin.pivot_table(index=["lr", "seed"], columns="method", values="test_loss")
+    matched_by_lr = (per_seed[VR_CAL] / per_seed[MATCHED]).groupby(level="lr").median()
+    large_lo, large_hi = spread("large_lr_ce_ratio")
+    kappa = fin[fin.method.str.startswith("VRAdam (κ=")]
+    k_lo, k_hi = sorted(kappa.kappa.unique())[0], sorted(kappa.kappa.unique())[-1]
+
+    def kmed(k: float, col: str) -> float:
+        return float(kappa[kappa.kappa == k][col].median())
+
     beta1 = 0.9
     values = {
         "gate_low": med(VR_CAL, lrs[0], "mean_gate"),
         "gate_low_inv": 1.0 / med(VR_CAL, lrs[0], "mean_gate"),
+        "gate_mid_inv": 1.0 / med(VR_CAL, lrs[-2], "mean_gate"),
         "gate_top": med(VR_CAL, lrs[-1], "mean_gate"),
+        "gate_top_inv": 1.0 / med(VR_CAL, lrs[-1], "mean_gate"),
         "gate_top_one": med(VR_ONE, lrs[-1], "mean_gate"),
         "gate_step1": float(t["gate_trace"].query("step == 1 and run.str.startswith('calibrated')")
                             .lr_ratio.median()),
-        "eff_top": lrs[-1] * med(VR_CAL, lrs[-1], "mean_gate"),
-        "lr_low": lrs[0],
-        "lr_top": lrs[-1],
+        "eff_top": med(VR_CAL, lrs[-1], "effective_lr"),
         "warmup_factor": float(np.mean((1 - beta1 ** np.arange(1, CALIBRATION_STEPS + 1)) ** 2)),
         "pilot_underestimate": float((cal.mean_P_pilot_bias_corrected / cal.mean_P_pilot).median()),
         "beta3_median": float(cal.beta3.median()),
@@ -614,33 +675,52 @@ def numbers(report: Report) -> dict[str, float]:
         "ce_top_vr1": med(VR_ONE, lrs[-1], "test_loss"),
         "ce_top_adamw": med(ADAMW, lrs[-1], "test_loss"),
         "ce_top_matched": med(MATCHED, lrs[-1], "test_loss"),
-        "ce_top_sgd": med(SGD, lrs[-1], "test_loss"),
+        "ce_low_vr": med(VR_CAL, lrs[0], "test_loss"),
+        "ce_low_matched": med(MATCHED, lrs[0], "test_loss"),
+        "ce_low_adamw": med(ADAMW, lrs[0], "test_loss"),
+        "matched_lo": float(matched_by_lr.min()),
+        "matched_hi": float(matched_by_lr.max()),
+        "matched_rate_hi": spread("matched_rate_ratio")[1],
+        "large_lr_lo": large_lo,
+        "large_lr_hi": large_hi,
+        "large_lr_seeds_pass": float(claim["large_lr_ce_ratio"].seeds_passing or 0),
+        "seeds": float(len(claim["large_lr_ce_ratio"].per_seed)),
         "best_lr_vr": best[VR_CAL],
         "best_lr_adamw": best[ADAMW],
-        "acc_best_vr": 100 * float(fin[(fin.method == VR_CAL) & (fin.lr == best[VR_CAL])]
-                                   .test_acc.mean()),
-        "acc_best_adamw": 100 * float(fin[(fin.method == ADAMW) & (fin.lr == best[ADAMW])]
-                                      .test_acc.mean()),
+        "ce_best_vr": float(med_ce[VR_CAL][best[VR_CAL]]),
+        "ce_best_adamw": float(med_ce[ADAMW][best[ADAMW]]),
+        "acc_best_vr": 100 * med(VR_CAL, best[VR_CAL], "test_acc"),
+        "acc_best_adamw": 100 * med(ADAMW, best[ADAMW], "test_acc"),
+        "kappa_lo": float(k_lo),
+        "kappa_hi": float(k_hi),
+        "ce_kappa_lo": kmed(k_lo, "test_loss"),
+        "ce_kappa_hi": kmed(k_hi, "test_loss"),
+        "eff_kappa_lo": kmed(k_lo, "effective_lr"),
+        "eff_kappa_hi": kmed(k_hi, "effective_lr"),
         "exact_last": float(cyc[~cyc.off & (cyc.r < first_off)].r.max()),
         "exact_first_off": first_off,
         "rest_window_lo": float(window.r.min()) if len(window) else math.nan,
         "rest_window_hi": float(window.r.max()) if len(window) else math.nan,
         "rest_window_off": float(len(window)),
         "rest_window_points": float(len(inside)),
+        "rest_lock_below": float(locks[locks.r < window.r.min()].r.max()) if len(window) else math.nan,
+        "rest_lock_last": float(locks.r.max()),
         "bounded_max_r": float(rest[~rest.diverged].r.max()),
         "diverged_min_r": float(rest[rest.diverged].r.min()),
         "switch_onset": float(unstable.c.min()),
         "switch_stable_max": float(sw[sw.c < unstable.c.min()].c.max()),
+        "single_radius_09": float(at_09.single_radius_max),
+        "single_norm_min_09": float(at_09.single_norm_min),
+        "single_norm_max_09": float(at_09.single_norm_max),
         "slope_vr": slopes[RATE_METHODS[0]],
         "slope_adamw": slopes[RATE_METHODS[1]],
         "slope_floor": slopes[RATE_METHODS[2]],
-        "rate_horizon": float(last_n),
-        "rate_gate": float(rate[(rate.method == RATE_METHODS[0]) & (rate.N == last_n)]
+        "rate_n_first": float(horizons[0]),
+        "rate_horizon": float(horizons[-1]),
+        "rate_ratio_first": rate_ratio(horizons[0]),
+        "rate_ratio_last": rate_ratio(horizons[-1]),
+        "rate_gate": float(rate[(rate.method == RATE_METHODS[0]) & (rate.N == horizons[-1])]
                            .mean_gate.median()),
-        "rate_vs_adamw": float(np.median([
-            (d[d.method == RATE_METHODS[0]].set_index("N").mean_grad_sq
-             / d[d.method == RATE_METHODS[1]].set_index("N").mean_grad_sq).max()
-            for _, d in rate.groupby("seed")])),
     }
     return {k: float(v) for k, v in values.items()}
 
@@ -650,59 +730,93 @@ def numbers(report: Report) -> dict[str, float]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _legend(chart: Any) -> Any:
-    """Show the colour legend of a chart with min-max bands: the bands' ``fill`` channel carries
-    ``legend=None``, which Vega-Lite otherwise merges into the lines' legend and hides it."""
-    return chart.resolve_legend(fill="independent")
+def _recolor(chart: Any, colors: dict[str, str]) -> Any:
+    """Give every colour/fill encoding of ``chart`` (built with ``iclr_lab.core.charts``) the
+    colours ``{series: colour}``, legend in that order: the chapter colours a method the same way in
+    every chart (:data:`COLORS`), whichever methods a chart shows."""
+    import altair as alt
+
+    scale = alt.Scale(domain=list(colors), range=list(colors.values()))
+    for part in ("layer", "hconcat", "vconcat"):
+        for child in chart[part] if part in chart._kwds and chart[part] is not alt.Undefined else []:
+            _recolor(child, colors)
+    if "encoding" in chart._kwds and chart.encoding is not alt.Undefined:
+        for channel in ("color", "fill"):
+            enc: Any = chart.encoding[channel] if channel in chart.encoding._kwds else alt.Undefined
+            if isinstance(enc, (alt.Color, alt.Fill)):  # a field encoding, not a fixed value
+                enc["scale"] = scale
+    return chart
+
+
+def _lines(chart: Any) -> list[Any]:
+    """The line layers of a layered chart from ``iclr_lab.core.charts.curves``."""
+    return [layer for layer in chart.layer
+            if layer.mark == "line" or getattr(layer.mark, "type", None) == "line"]
+
+
+def _x_ticks(chart: Any, values: Sequence[float], fmt: str = "~g") -> Any:
+    """Tick the x axis of every layer of ``chart`` at ``values`` (the grid that ran)."""
+    import altair as alt
+
+    for layer in chart.layer:
+        if layer.encoding.x is not alt.Undefined:
+            layer.encoding.x["axis"] = alt.Axis(values=list(values), format=fmt)
+    return chart
 
 
 def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     """The chapter's figures, built from ``report.tables`` only."""
     import altair as alt
 
-    from iclr_lab.core.charts import (
-        METHOD_COLORS,
-        curves,
-        loglog,
-        palette,
-        reference_line,
-        sweep,
-        thin,
-    )
+    from iclr_lab.core.charts import curves, loglog, reference_line, sweep, thin
 
     t = report.tables
     out: dict[str, alt.TopLevelMixin] = {}
+    red = COLORS["VR-momentum"]
 
+    # Experiment A: RMS velocity against r, from two starts; diverged runs as a shaded range
     scan = t["edge_scan"]
-    top = float(scan.v_rms.max()) * 2.0
-    shown = scan.assign(v_shown=scan.v_rms.where(~scan.diverged, top))
-    xr = alt.X("r:Q", scale=alt.Scale(type="log", nice=False), title="r = α₀h/B")
-    yv = alt.Y("v_shown:Q", scale=alt.Scale(type="log", nice=False, domain=[0.1, top * 1.5]),
+    kept = scan[~scan.diverged]
+    top = float(kept.v_rms.max()) * 1.5
+    r_ticks = [1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 5.0, 10.0, 20.0]
+    xr = alt.X("r:Q", scale=alt.Scale(type="log", nice=False, domain=[1.0, 26.0]),
+               axis=alt.Axis(values=r_ticks, format="~g"), title="r = α₀h/B")
+    yv = alt.Y("v_rms:Q", scale=alt.Scale(type="log", nice=False, domain=[0.1, top]),
                title="RMS velocity (last 1000 steps), β₃ = 1")
-    starts = [START_CYCLE, START_REST]
-    color = alt.Color("start:N", title="started", scale=palette(starts, START_CYCLE))
-    tips = ["start", "r", "diverged", alt.Tooltip("v_rms:Q", format=".4g"),
+    tips = ["start", "r", alt.Tooltip("v_rms:Q", format=".4g"),
             alt.Tooltip("v_rms_predicted:Q", format=".4g"),
             alt.Tooltip("mean_eta_h_over_B:Q", format=".3f", title="mean η_t h/B")]
-    rest = alt.Chart(shown[(shown.start == START_REST) & ~shown.diverged]).mark_point(
-        size=70, strokeWidth=1.5).encode(x=xr, y=yv, color=color, tooltip=tips)
-    cycle = alt.Chart(shown[shown.start == START_CYCLE]).mark_point(
-        filled=True, size=22, opacity=1).encode(x=xr, y=yv, color=color, tooltip=tips)
-    gone = alt.Chart(shown[shown.diverged]).mark_point(
-        shape="cross", filled=True, size=110, color="black").encode(x=xr, y=yv, tooltip=tips)
-    gone_label = alt.Chart(pd.DataFrame({"r": [float(shown[shown.diverged].r.min())],
-                                         "v_shown": [top], "text": ["diverged"]})).mark_text(
-        align="right", dx=-10, fontSize=11).encode(x=xr, y=yv, text="text:N")
-    pred = pd.DataFrame({"r": np.geomspace(1.02, 25, 120)})
-    pred["v_shown"] = edge_velocity(pred.r.to_numpy(), 1.0)
+    rest = alt.Chart(kept[kept.start == START_REST]).mark_point(
+        size=70, strokeWidth=1.5, filled=False, color=red).encode(
+        x=xr, y=yv, tooltip=tips,
+        shape=alt.Shape("start:N", scale=alt.Scale(domain=[START_REST], range=["circle"]),
+                        legend=alt.Legend(title="started", orient="none", legendX=250,
+                                          legendY=190, symbolSize=70)))
+    cycle = alt.Chart(kept[kept.start == START_CYCLE]).mark_point(
+        filled=True, size=22, opacity=1, color="black").encode(
+        x=xr, y=yv, tooltip=tips,
+        shape=alt.Shape("start:N", scale=alt.Scale(domain=[START_CYCLE], range=["circle"]),
+                        legend=alt.Legend(title=None, orient="none", legendX=250,
+                                          legendY=228, symbolSize=22)))
+    gone = scan[scan.diverged]
+    lo_div = float(gone.r.min())
+    shade = alt.Chart(pd.DataFrame({"r": [lo_div], "r2": [26.0]})).mark_rect(
+        color="#cccccc", opacity=0.5).encode(x=xr, x2="r2:Q")
+    shade_text = alt.Chart(pd.DataFrame({"r": [22.5], "text": ["all diverge"]})).mark_text(
+        angle=270, fontSize=11).encode(x=xr, y=alt.value(215), text="text:N")
+    pred = pd.DataFrame({"r": np.geomspace(1.02, 1.0 + LR_CUTOFF, 120)})
+    pred["v_rms"] = edge_velocity(pred.r.to_numpy(), 1.0)
     line = alt.Chart(pred).mark_line(strokeDash=[6, 4], color="black").encode(x=xr, y=yv)
-    out["edge_vrms"] = (line + rest + cycle + gone + gone_label
-                        + reference_line(2.0, axis="x", label="r = 2")).properties(
+    out["edge_vrms"] = alt.layer(
+        shade, shade_text, line, rest, cycle,
+        reference_line(2.0, axis="x", label="r = 2"),
+        reference_line(1.0 + LR_CUTOFF, axis="x", label="r = 1 + α₁"),
+    ).resolve_scale(shape="independent").resolve_legend(shape="independent").properties(
         width=440, height=280, title="RMS velocity against r (dashed: √((r−1)/β₃))")
 
     sw = t["switching"]
     out["switching"] = (alt.Chart(sw).mark_line(
-        point=alt.OverlayMarkDef(color=METHOD_COLORS[0]), color=METHOD_COLORS[0]).encode(
+        point=alt.OverlayMarkDef(color=red), color=red).encode(
         x=alt.X("c:Q", title="c = α₀h/B"),
         y=alt.Y("worst_two_step_radius:Q", title="worst growth factor per step",
                 scale=alt.Scale(zero=False)),
@@ -712,53 +826,73 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
 
     rate = (t["rate"].groupby(["method", "N"], as_index=False, sort=False)
             .agg({"mean_grad_sq": "median", "N^-1/2 reference": "first"}))
-    out["rate"] = loglog(rate, x="N", y="mean_grad_sq", color="method", bound="N^-1/2 reference",
-                         highlight=RATE_METHODS[0], x_title="horizon N (steps)",
-                         y_title="mean of ‖∇F(θ_t)‖² over t < N (median of seeds)",
-                         bound_title="N^(−1/2)",
-                         title="Step α₀/√n: running mean of the full gradient (dashed: N^(−1/2))")
+    out["rate"] = _x_ticks(loglog(
+        rate, x="N", y="mean_grad_sq", color="method", bound="N^-1/2 reference",
+        highlight=RATE_METHODS[0], x_title="horizon N (steps)",
+        y_title="mean of ‖∇F(θ_t)‖² over t < N (median of seeds)", bound_title="N^(−1/2)",
+        title="Step α₀/√n: running mean of the full gradient (dashed: N^(−1/2))"),
+        sorted(rate.N.unique()))
+    rate_chart: Any = out["rate"]
+    for layer in rate_chart.layer[:2]:  # the legend names the fits in full
+        layer.encoding.color["legend"] = alt.Legend(title="fit", labelLimit=320)
 
     fin = t["digits_final"]
     main = fin[fin.method.isin(METHODS)].replace([np.inf, -np.inf], np.nan)
     # one x per (method, alpha0): the effective rate averaged over seeds, so the band spans seeds
     main = main.assign(effective_lr=main.groupby(["method", "lr"]).effective_lr.transform("mean"))
+    present = [m for m in METHODS if m in set(main.method)]
     common: dict[str, Any] = {"y": "test_loss", "color": "method", "log_x": True, "log_y": True,
-              "highlight": list(HIGHLIGHT), "color_title": "optimizer",
-              "y_title": "final test cross-entropy"}
-    nominal = curves(main, x="lr", x_title="α₀ (nominal learning rate)",
-                     title="Against the nominal rate α₀", **common)
+                              "highlight": list(HIGHLIGHT), "color_title": "optimizer",
+                              "y_title": "final test cross-entropy (mean, band min–max)"}
+    nominal = _x_ticks(curves(main, x="lr", x_title="α₀ (nominal learning rate)",
+                              title="Against the nominal rate α₀", **common), sorted(main.lr.unique()))
     effective = curves(main, x="effective_lr", x_title="effective rate α₀ · mean(η_t/α₀)",
-                       title="Against the effective rate", **common)
-    out["lr_sweep"] = _legend(alt.hconcat(nominal.properties(width=250),
-                                          effective.properties(width=250))
-                              ).configure_axisX(labelOverlap="greedy", labelSeparation=8)
+                       title="Against the effective rate (◆: κ at α₀ = 0.1)", **common)
+    # the calibration target kappa at the largest alpha0, placed at the rate it delivers
+    largest = fin.lr.max()
+    scan_k = fin[(fin.lr == largest) & ((fin.method == VR_CAL) | fin.method.str.startswith(
+        "VRAdam (κ="))].groupby("kappa", as_index=False)[["effective_lr", "test_loss"]].mean()
+    scan_k["text"] = [f"κ = {k:g}" for k in scan_k.kappa]
+    kx = alt.X("effective_lr:Q", scale=alt.Scale(type="log", nice=False))
+    ky = alt.Y("test_loss:Q", scale=alt.Scale(type="log", nice=False))
+    kappa_pts = alt.Chart(scan_k).mark_point(shape="diamond", size=90, filled=True,
+                                             color=COLORS[VR_CAL]).encode(
+        x=kx, y=ky, tooltip=["kappa", alt.Tooltip("effective_lr:Q", format=".3g"),
+                             alt.Tooltip("test_loss:Q", format=".3g")])
+    kappa_txt = alt.Chart(scan_k).mark_text(align="left", dx=7, dy=-7, fontSize=11,
+                                            color=COLORS[VR_CAL]).encode(x=kx, y=ky, text="text:N")
+    for layer in _lines(nominal):  # one legend, on the right
+        layer.encoding.color["legend"] = None
+    out["lr_sweep"] = _recolor(alt.hconcat(
+        nominal.properties(width=250),
+        alt.layer(effective, kappa_pts, kappa_txt).properties(width=250)),
+        {m: COLORS[m] for m in present})
 
     trace = thin(t["gate_trace"], "step", points=90, log=True)
     runs = list(dict.fromkeys(trace.run))
+    run_method = {r: VR_CAL if r.startswith("calibrated") else VR_ONE for r in runs}
     gate = curves(trace, x="step", y="lr_ratio", color="run", log_x=True, log_y=True,
-                  x_title="step t",
-                  y_title="gate η_t/α₀ (band: min–max over seeds)", color_title="run",
-                  highlight=[r for r in runs if r.startswith("calibrated")],
-                  title="The gate during training")
-    out["gate_trace"] = _legend(gate + reference_line(1 / (1 + KAPPA), label="1/(1+κ)")
-                                + reference_line(1 / (1 + LR_CUTOFF), label="floor 1/(1+α₁)"))
-
-    largest = fin.lr.max()
-    scan_k = fin[(fin.lr == largest) & ((fin.method == VR_CAL) | fin.method.str.startswith(
-        "VRAdam (κ="))].assign(method=VR_CAL)
-    adamw_here = float(fin[(fin.method == ADAMW) & (fin.lr == largest)].test_loss.mean())
-    adamw_best = float(fin[fin.method == ADAMW].groupby("lr").test_loss.mean().min())
-    out["beta3_scan"] = _legend(curves(scan_k, x="kappa", y="test_loss", color="method", log_x=True,
-                                log_y=True, highlight=VR_CAL, x_title="κ (β₃ = κ / mean P in the pilot)",
-                                y_title="final test cross-entropy",
-                                title=f"Calibration target κ at α₀ = {largest:g}")
-                         + reference_line(adamw_here, label=f"AdamW at α₀ = {largest:g}")
-                         + reference_line(adamw_best, label="AdamW at its best α₀"))
+                  x_title="step t", y_title="gate η_t/α₀ (mean, band min–max over seeds)",
+                  color_title="run", highlight=runs, title="The gate during training")
+    # colour: the method (both calibrated runs red); dash: the smaller alpha0
+    _recolor(gate, {r: COLORS[run_method[r]] for r in runs})
+    dashes = alt.Scale(domain=runs, range=[[4, 3] if r.endswith("0.001") else [1, 0] for r in runs])
+    legend = alt.Legend(title="run", symbolType="stroke", symbolStrokeWidth=3, symbolOpacity=1)
+    for layer in _lines(gate):
+        layer.encoding.color["legend"] = legend
+        layer.encoding.strokeDash = alt.StrokeDash("run:N", scale=dashes, legend=legend)
+        layer.encoding.y["axis"] = alt.Axis(values=[0.05, 0.1, 0.2, 0.5, 1.0], format="~g")
+    # one legend for colour and dash (the bands' fill keeps its own, hidden, legend)
+    gate.resolve = alt.Resolve(legend=alt.LegendResolveMap(fill="independent"))
+    out["gate_trace"] = gate + reference_line(1 / (1 + KAPPA), label="1/(1+κ)") + reference_line(
+        1 / (1 + LR_CUTOFF), label="floor 1/(1+α₁)")
 
     log = t["digits_log"].replace([np.inf, -np.inf], np.nan).dropna(subset=["test_loss"])
-    out["training_slider"] = _legend(sweep(log, x="step", y="test_loss", param="lr", color="method",
-                                   param_label="α₀", log_y=True, start=float(largest),
-                                   highlight=list(HIGHLIGHT), x_title="step t",
-                                   y_title="test cross-entropy", color_title="optimizer",
-                                   title="Test loss during training; slide through the α₀ grid"))
-    return out
+    out["training_slider"] = _recolor(sweep(
+        log, x="step", y="test_loss", param="lr", color="method", param_label="α₀", log_y=True,
+        start=float(largest), highlight=list(HIGHLIGHT), x_title="step t",
+        y_title="test cross-entropy (mean, band min–max)", color_title="optimizer",
+        title="Test loss during training; slide through the α₀ grid"),
+        {m: COLORS[m] for m in METHODS if m in set(log.method)})
+    # one sans-serif font that has the subscripts (α₀, β₃), so no title falls back to a serif font
+    return {k: v.configure(font=FONT) for k, v in out.items()}

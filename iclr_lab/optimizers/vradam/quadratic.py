@@ -1,7 +1,8 @@
 """VR-momentum on a quadratic: the edge-of-stability toy of the VRAdam chapter (numpy).
 
-* :func:`stability_limit` (``vradam-eq-stability``), :func:`edge_velocity` (``vradam-eq-edge``) and
-  :func:`two_cycle` (the period-2 orbits on which ``vradam-eq-edge`` is exact);
+* :func:`momentum_matrix` (``vradam-eq-matrix``), :func:`stability_limit` (``vradam-eq-stability``),
+  :func:`edge_velocity` (``vradam-eq-edge``) and :func:`two_cycle` (the period-2 orbits on which
+  ``vradam-eq-edge`` is exact);
 * :func:`vr_momentum_quadratic`: VR-momentum (``vradam-eq-vrmomentum``) on independent 1-D
   quadratics, one run per value of ``r = alpha0 h / B``;
 * :func:`switching_radius`: the worst growth factor of two alternating gates, a numerical probe of
@@ -23,8 +24,20 @@ if TYPE_CHECKING:
     import altair as alt
     import ipywidgets
 
-__all__ = ["edge_velocity", "explorer", "quadratic_explorer_chart", "stability_limit",
-           "switching_radius", "two_cycle", "vr_momentum_quadratic"]
+__all__ = ["edge_velocity", "explorer", "momentum_matrix", "quadratic_explorer_chart",
+           "stability_limit", "switching_radius", "two_cycle", "vr_momentum_quadratic"]
+
+
+def momentum_matrix(e: float, beta: float = 0.9) -> np.ndarray:
+    """``A(e)`` of ``vradam-eq-matrix``: one step of EMA momentum with step ``eta`` on ``h x^2 / 2``,
+    ``e = eta h``, acting on the state ``z = (x, v / h)``.
+
+    ``v_t = beta v_{t-1} + (1 - beta) h x_{t-1}`` and ``x_t = x_{t-1} - eta v_t`` give
+    ``A(e) = [[1 - e (1 - beta), -e beta], [1 - beta, beta]]``: determinant ``beta``, trace
+    ``1 + beta - e (1 - beta)``.
+    """
+    beta = check_range("beta", beta, 0, 1, high_open=True)
+    return np.array([[1.0 - e * (1.0 - beta), -e * beta], [1.0 - beta, beta]])
 
 
 def stability_limit(beta: float) -> float:
@@ -120,9 +133,10 @@ def switching_radius(c: float, *, beta: float = 0.9, lr_cutoff: float = 19.0,
                      grid: int = 40) -> float:
     """Worst per-step growth factor of two alternating gates on a 1-D quadratic.
 
-    For ``e = eta h`` the linear EMA-momentum map on ``z = (x, v)`` is
-    ``A(e) = [[1 - e (1 - beta), -e beta], [(1 - beta), beta]]`` (``h = 1``). Every single ``A(e)``
-    with ``0 < e < B`` is stable (spectral radius ``sqrt(beta)`` when complex). This returns
+    For ``e = eta h`` the linear EMA-momentum map is :func:`momentum_matrix` ``A(e)``. Every single
+    ``A(e)`` with ``0 < e < B`` has spectral radius below 1 (``sqrt(beta)`` when its eigenvalues are
+    complex), but it is far from normal (``||A(e)||_2`` is well above 1), so products of two
+    different ones can grow. This returns
     ``max sqrt(rho(A(e2) A(e1)))`` over gates ``e1, e2`` on a grid of
     ``[c B / (1 + lr_cutoff), c B]``: a value above 1 means that *some* gate sequence inside the
     allowed band grows without bound even though ``alpha0 h = c B < B``.
@@ -130,8 +144,7 @@ def switching_radius(c: float, *, beta: float = 0.9, lr_cutoff: float = 19.0,
     c = check_range("c", c, 0, low_open=True)
     big_b = stability_limit(beta)
     es = np.linspace(1.0 / (1.0 + lr_cutoff), 1.0, check_int("grid", grid, 2)) * c * big_b
-    mats = np.stack([np.array([[1.0 - e * (1.0 - beta), -e * beta], [1.0 - beta, beta]])
-                     for e in es])
+    mats = np.stack([momentum_matrix(e, beta) for e in es])
     prods = np.einsum("aij,bjk->abik", mats, mats).reshape(-1, 2, 2)
     return float(np.sqrt(np.abs(np.linalg.eigvals(prods)).max()))
 
@@ -140,7 +153,8 @@ def quadratic_explorer_chart(r: float = 2.5, beta3: float = 1.0, lr_cutoff: floa
                              steps: int = 300) -> alt.VConcatChart:
     """"Heavier when fast": ``eta_t h / B`` and ``x_t`` for VR-momentum and plain momentum.
 
-    A pure function of its arguments (the ipywidgets explorer wraps it). Plain momentum that
+    A pure function of its arguments (the ipywidgets explorer wraps it). ``x_t`` is clipped to twice
+    the largest ``|x_t|`` of VR-momentum, so its orbit is drawn whole and plain momentum that
     diverges is drawn until it leaves the plot.
     """
     import altair as alt
@@ -150,24 +164,27 @@ def quadratic_explorer_chart(r: float = 2.5, beta3: float = 1.0, lr_cutoff: floa
     vr = vr_momentum_quadratic([r], beta3=beta3, lr_cutoff=lr_cutoff, steps=steps)
     plain = vr_momentum_quadratic([r], beta3=0.0, lr_cutoff=lr_cutoff, steps=steps)
     t = np.arange(1, steps + 1)
+    vr_x = vr["x"][:, 0]
+    lim = float(2.0 * max(np.nanmax(np.abs(vr_x)) if np.isfinite(vr_x).any() else 1e6, 1.0))
     rows = []
     for name, run in (("VR-momentum", vr), ("plain momentum", plain)):
         x = run["x"][:, 0]
-        rows.append(pd.DataFrame({"step": t, "method": name, "x": np.clip(x, -50, 50),
+        rows.append(pd.DataFrame({"step": t, "method": name, "x": np.clip(x, -lim, lim),
                                   "gate": run["ratio"][:, 0]}))
     df = pd.concat(rows, ignore_index=True).dropna()
     color = alt.Color("method:N", title=None,
                       scale=palette(["VR-momentum", "plain momentum"], "VR-momentum"))
     top = alt.Chart(df).mark_line().encode(
-        x=alt.X("step:Q", title="step t"), y=alt.Y("gate:Q", title="η_t h / B"), color=color)
+        x=alt.X("step:Q", title="step t"),
+        y=alt.Y("gate:Q", title="η_t h / B (dashed: the edge, 1)"), color=color)
     bottom = alt.Chart(df).mark_line().encode(
-        x=alt.X("step:Q", title="step t"), y=alt.Y("x:Q", title="x_t (clipped to ±50)"),
+        x=alt.X("step:Q", title="step t"), y=alt.Y("x:Q", title=f"x_t (clipped to ±{lim:.3g})"),
         color=color)
     title = f"r = α₀h/B = {r:.3g}, β₃ = {beta3:.3g}, α₁ = {lr_cutoff:.3g}"
     return alt.vconcat(
-        (top + reference_line(1.0, label="edge η_t h = B")).properties(width=440, height=150,
-                                                                      title=title),
-        bottom.properties(width=440, height=150))
+        (top + reference_line(1.0)).properties(width=440, height=150, title=title),
+        bottom.properties(width=440, height=150)).configure(
+        font="DejaVu Sans, Verdana, sans-serif")  # has the subscripts of α₀ and β₃
 
 
 def explorer() -> ipywidgets.interactive:
