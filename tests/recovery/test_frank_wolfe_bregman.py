@@ -27,9 +27,11 @@ from iclr_lab.recovery.frank_wolfe_bregman import (
     Shannon,
     ShortStep,
     Simplex,
+    estimate_growth,
     evals_per_iteration,
     explorer,
     frank_wolfe,
+    half_rates,
     linear_rate,
     numbers,
     phase_retrieval_instance,
@@ -253,6 +255,21 @@ def test_frozen_kappa_with_euclidean_kernel_is_pedregosa() -> None:
     assert breg.n_evals == euc.n_evals
 
 
+def test_euclidean_rule_ignores_the_kernel_first_estimate_included() -> None:
+    """Pedregosa's rule is Euclidean by construction: passing another kernel changes nothing, not
+    even its first estimate of the smoothness constant."""
+    rng = np.random.default_rng(12)
+    problem, lmo, x0, _ = phase_retrieval_instance(40, 10, 2, 2, rng)
+    runs = [frank_wolfe(problem.f, problem.grad, lmo, x0, EuclideanAdaptive(), kernel, max_iter=100,
+                        tol=0.0) for kernel in (Euclidean(), Quartic())]
+    assert runs[0].M[0] == runs[1].M[0]
+    assert np.array_equal(runs[0].iterates, runs[1].iterates)
+    # the Bregman rule's first estimate does depend on the kernel
+    breg = [frank_wolfe(problem.f, problem.grad, lmo, x0, BregmanAdaptive(), kernel, max_iter=1,
+                        tol=0.0) for kernel in (Euclidean(), Quartic())]
+    assert breg[0].M[0] != breg[1].M[0]
+
+
 def test_the_kappa_search_changes_the_trajectory_when_it_is_free() -> None:
     rng = np.random.default_rng(6)
     problem, lmo, x0, _ = phase_retrieval_instance(40, 10, 2, 2, rng)
@@ -341,6 +358,25 @@ def test_away_steps_converge_linearly_where_plain_fw_zigzags() -> None:
     assert "drop" in runs[True].kinds
 
 
+def test_gamma_max_records_the_feasible_segment() -> None:
+    rng = np.random.default_rng(13)
+    problem, lmo, x0 = poisson_instance(40, 12, 3, rng)
+    res = frank_wolfe(problem.f, problem.grad, lmo, x0, EuclideanAdaptive(), max_iter=200, tol=0.0,
+                      away=True)
+    kinds = np.array(res.kinds)
+    assert res.gamma_max.shape == res.steps.shape
+    assert np.all(res.gamma_max[kinds == "fw"] == 1.0)
+    assert np.all(res.steps <= res.gamma_max * (1 + 1e-12))
+    drops = kinds == "drop"
+    assert drops.any() and np.allclose(res.steps[drops], res.gamma_max[drops])
+    # the end of each segment is still feasible, and one step further along an away direction is not
+    for t in np.flatnonzero(kinds != "fw")[:10]:
+        x = res.iterates[t]
+        d = (res.iterates[t + 1] - x) / res.steps[t]
+        assert lmo.contains(x + res.gamma_max[t] * d, 1e-8)
+        assert not lmo.contains(x + 1.5 * res.gamma_max[t] * d, 1e-8)
+
+
 def test_stopping_and_the_result_record() -> None:
     f, grad, _, _ = _least_squares()
     res = frank_wolfe(f, grad, Simplex(), np.full(8, 1 / 8), EuclideanAdaptive(), max_iter=5000,
@@ -410,6 +446,25 @@ def test_linear_rate_recovers_a_geometric_sequence() -> None:
     assert math.isnan(linear_rate(h, (100, 400), floor=1.0)[0])  # too few points above the floor
 
 
+def test_half_rates_separate_a_linear_rate_from_a_bending_curve() -> None:
+    q1, q2 = half_rates(3.0 * 0.97 ** np.arange(1000), (200, 1000))
+    assert q1 == pytest.approx(0.97) and q2 == pytest.approx(0.97)
+    q1, q2 = half_rates(1.0 / (np.arange(1000) + 1.0), (200, 1000))
+    assert q2 > q1 > 0.99  # 1/t slows down: the second half is closer to 1
+    # the halves split the points above the floor, not the window
+    h = np.maximum(0.9 ** np.arange(1000), 1e-30)
+    q1, q2 = half_rates(h, (0, 1000), floor=1e-20)
+    assert q1 == pytest.approx(0.9) and q2 == pytest.approx(0.9)
+    assert math.isnan(half_rates(h, (0, 30))[0])
+
+
+def test_estimate_growth_counts_doublings() -> None:
+    assert estimate_growth(np.full(100, 5.0)) == pytest.approx(0.0)
+    assert estimate_growth(2.0 ** np.linspace(0, 20, 1000)) == pytest.approx(15.0 - 1.0, abs=0.05)
+    assert estimate_growth(np.full(100, 5.0) * np.r_[np.ones(10), 8 * np.ones(90)]) == pytest.approx(3.0)
+    assert math.isnan(estimate_growth(np.ones(5)))
+
+
 def test_evals_per_iteration_formula() -> None:
     assert evals_per_iteration() == pytest.approx(1 + math.log(1 / 0.9) / math.log(2))
     assert evals_per_iteration(0.5, 2.0) == pytest.approx(2.0)
@@ -420,9 +475,18 @@ def test_smoke_report_numbers_and_charts() -> None:
     nums = numbers(report)
     assert all(isinstance(v, float) for v in nums.values())
     charts = report.charts()
-    assert {"pr_gaps", "pr_trace", "lp_gaps", "away", "eta_sweep"} <= set(charts)
+    assert {"pr_gaps", "estimates", "lp_gaps", "away", "eta_sweep"} <= set(charts)
     eq = report.claim("pedregosa_equivalence")
     assert eq.measured <= 1e-10
+    assert {c.name for c in report.claims if c.kind == "paper"} == {
+        "bregman_vs_euclidean", "lp_vs_euclidean", "bregman_afw_linear"}
+    # one colour per method, whichever chart shows it
+    seen: dict[str, str] = {}
+    for chart in charts.values():
+        for enc in _color_scales(chart.to_dict()):
+            for name, color in zip(enc["domain"], enc["range"], strict=True):
+                assert seen.setdefault(name, color) == color, name
+    assert len(seen) >= 6
 
 
 def test_explorer_recomputes_when_a_control_moves() -> None:
@@ -432,3 +496,16 @@ def test_explorer_recomputes_when_a_control_moves() -> None:
     assert w.result.to_dict() != first
     w.children[2].value = 0.05
     assert "is admissible" in w.result.to_dict()["title"] or "too large" in w.result.to_dict()["title"]
+
+
+def _color_scales(node):
+    """Every colour (or fill) scale of a chart spec whose field is ``method``."""
+    if isinstance(node, dict):
+        if node.get("field") == "method" and isinstance(node.get("scale"), dict) \
+                and "range" in node["scale"]:
+            yield node["scale"]
+        for v in node.values():
+            yield from _color_scales(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _color_scales(v)

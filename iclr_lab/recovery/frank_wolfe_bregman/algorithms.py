@@ -499,7 +499,8 @@ class EuclideanAdaptive:
     Each call starts from ``M = eta L_prev`` and tries ``gamma = min{G / (M ||d||^2), gamma_max}``;
     it accepts when ``f(x + gamma d) <= f(x) - gamma G + gamma^2 M ||d||^2 / 2`` and otherwise
     multiplies ``M`` by ``tau``. ``L0`` is the first estimate (default: FrankWolfe.jl's recipe, one
-    extra gradient). The kernel is ignored: this rule is Euclidean by construction.
+    extra gradient, with the Euclidean distance). The kernel passed to :func:`frank_wolfe` is ignored:
+    this rule, its first estimate included, is Euclidean by construction.
     """
 
     eta: float = 0.9
@@ -616,6 +617,8 @@ class FWResult:
             counted in ``evals``).
         evals: cumulative number of evaluations of ``f`` the step rule needed to reach ``x_t``.
         steps: the step ``gamma_t``.
+        gamma_max: the largest feasible step ``gamma_t`` could have taken (1 for a FW step,
+            ``w/(1 - w)`` for an away step), so ``steps / gamma_max`` is the share of the segment taken.
         trials: the evaluations of ``f`` spent on the step ``gamma_t``.
         M: the accepted constant of an adaptive rule (NaN otherwise).
         kappa: the accepted exponent of the adaptive Bregman rule (NaN otherwise).
@@ -631,6 +634,7 @@ class FWResult:
     f_values: Array
     evals: Array
     steps: Array
+    gamma_max: Array
     trials: Array
     M: Array
     kappa: Array
@@ -759,7 +763,7 @@ def frank_wolfe(f: Callable[[Array], float], grad: Callable[[Array], Array], lmo
     active = _ActiveSet(x) if away else None
     grad_evals = 0
     iterates, gaps, fvals, evals = [x.copy()], [], [fx], [n_evals]
-    steps, trials, Ms, kappas, kinds, sizes = [], [], [], [], [], [1]
+    steps, gmaxs, trials, Ms, kappas, kinds, sizes = [], [], [], [], [], [], [1]
     status = "max_iter"
     g = np.asarray(grad(x), dtype=float)
     grad_evals += 1
@@ -781,7 +785,10 @@ def frank_wolfe(f: Callable[[Array], float], grad: Callable[[Array], Array], lmo
                 gamma_max = w_away / (1.0 - w_away)
         search = StepRequest(t, x, fx, g, d, gap, gamma_max, kern, counted, state)
         if "L" not in state and isinstance(rule, EuclideanAdaptive | BregmanAdaptive):
-            state["L"] = rule.L0 if rule.L0 is not None else _initial_estimate(search, grad, kern)
+            # Pedregosa's rule is Euclidean whatever kernel is passed, and so is its first estimate
+            first_kernel = Euclidean() if isinstance(rule, EuclideanAdaptive) else kern
+            state["L"] = (rule.L0 if rule.L0 is not None
+                          else _initial_estimate(search, grad, first_kernel))
             grad_evals += rule.L0 is None
         res = rule.step(search)
         if res.gamma <= 0.0:
@@ -803,6 +810,7 @@ def frank_wolfe(f: Callable[[Array], float], grad: Callable[[Array], Array], lmo
         fvals.append(fx)
         evals.append(n_evals)
         steps.append(res.gamma)
+        gmaxs.append(gamma_max)
         trials.append(res.trials)
         Ms.append(res.M)
         kappas.append(res.kappa)
@@ -813,6 +821,6 @@ def frank_wolfe(f: Callable[[Array], float], grad: Callable[[Array], Array], lmo
     return FWResult(
         x=x, iterates=np.array(iterates) if store_iterates else np.empty((0, x.size)),
         gaps=np.array(gaps), f_values=np.array(fvals), evals=np.array(evals, dtype=int),
-        steps=np.array(steps), trials=np.array(trials, dtype=int), M=np.array(Ms),
+        steps=np.array(steps), gamma_max=np.array(gmaxs), trials=np.array(trials, dtype=int), M=np.array(Ms),
         kappa=np.array(kappas), kinds=kinds, grad_evals=grad_evals, status=status,
         active_size=np.array(sizes, dtype=int))
