@@ -327,9 +327,10 @@ def numbers(report: Report) -> dict[str, float]:
     out["sweep_kv_top"] = float(med_sweep[("Kv", top)])
     out["sweep_base"] = float(med_sweep[("Kx", 1)])
     rb = t["rosenbrock"]
-    last = rb.loc[rb.groupby("method")["step"].idxmax()].set_index("method")["error"]
+    ends = rb.loc[rb.groupby("method")["step"].idxmax()]
+    error = dict(zip(ends["method"], ends["error"], strict=True))
     for method, key in ((DESLOC_NAME, "desloc"), (LOCAL_ADAM, "la"), (KEEP, "keep"), (RESET, "reset")):
-        out[f"rb_err_{key}"] = float(last[method])
+        out[f"rb_err_{key}"] = float(error[method])
     return out
 
 
