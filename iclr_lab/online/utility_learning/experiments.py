@@ -31,12 +31,14 @@ from iclr_lab.online.utility_learning.method import (
     Agent,
     BestResponse,
     Hedge,
+    NormalFormGame,
     RegretMatching,
     _Arena,
     _contexts,
     _learn,
     _steer,
     naive_probing,
+    optimal_cep,
     pay_against,
     prisoners_dilemma,
     random_game,
@@ -57,6 +59,12 @@ __all__ = ["SIZES", "charts", "explorer", "numbers", "random_utilities", "reprod
 ALG1 = "Algorithm 1"
 PROBE = "naive probing"
 AGENTS: dict[str, Agent] = {"Hedge": Hedge(), "regret matching": RegretMatching()}
+#: Pairs of learners for the steering explorer (agent 1, agent 2).
+PAIRS: dict[str, tuple[Agent, Agent]] = {
+    "Hedge and regret matching": (Hedge(), RegretMatching()),
+    "two Hedge agents": (Hedge(), Hedge()),
+    "two regret matchers": (RegretMatching(), RegretMatching()),
+}
 HEAD_START = 200
 SIGNAL_NAMES = {"shared": "one ⊥ per agent (paper)", "per_phase": "a fresh ⊥ per phase",
                 "none": "no signals"}
@@ -73,6 +81,11 @@ PROBE_FAIL = 0.1
 GAP, HALVES = 0.05, 0.5
 #: The strictness margin of every paying steering rule (the oracle's whole slack).
 MARGIN = 0.05
+#: Whether each single-agent slope claim is expected to hold. Hedge's is not: run with
+#: ``reproduce --seed 3`` and ``--seed 4`` its median slope is −0.36, because the error of one run
+#: jumps by 2-4x between neighbouring horizons (the agent's regret swings with the phase of the
+#: payment-agent cycle at T), which five horizons cannot average out. The chapter explains it.
+EXPECTED_SLOPE = {"Hedge": False, "regret matching": True}
 
 
 @dataclass(frozen=True)
@@ -144,16 +157,15 @@ def _single(sz: _Sizes, seeds: Sequence[int]) -> dict[str, pd.DataFrame]:
                 trace += [{"t": int(t), "action": f"action {a + 1}",
                            "estimate": float(run.trace[j, c, a]), "true": float(us[0, a])}
                           for a in range(sz.m)]
-        # naive probing, both designs, every number of bisection steps and every horizon: one
-        # batch per design
+        # naive probing, both designs, every number of bisection steps and every horizon, as one
+        # batch
         pgrid = [(k, T, K) for k, T in grid for K in sz.probes]
-        for design in PROBE_DESIGNS:
-            est = naive_probing(us[[k for k, _, _ in pgrid]], agent, [T for _, T, _ in pgrid],
-                                probes=[K for _, _, K in pgrid], design=design)
-            err = np.abs(est - us[[k for k, _, _ in pgrid]]).max(axis=1)
-            probe_rows += [{"seed": seeds[k], "agent": name, "T": T, "design": design,
-                            "probes": K, "error": float(e)}
-                           for (k, T, K), e in zip(pgrid, err, strict=True)]
+        dgrid = [(k, T, K, d) for d in PROBE_DESIGNS for k, T, K in pgrid]
+        est = naive_probing(us[[g[0] for g in dgrid]], agent, [g[1] for g in dgrid],
+                            probes=[g[2] for g in dgrid], design=[g[3] for g in dgrid])
+        err = np.abs(est - us[[g[0] for g in dgrid]]).max(axis=1)
+        probe_rows += [{"seed": seeds[k], "agent": name, "T": T, "design": d, "probes": K,
+                        "error": float(e)} for (k, T, K, d), e in zip(dgrid, err, strict=True)]
     probes = pd.DataFrame(probe_rows)
     # the baseline's tuning knobs, chosen in hindsight: the design and number of bisection steps
     # with the smallest median error over seeds, for each agent and horizon
@@ -204,7 +216,8 @@ def _two_agents(sz: _Sizes, seeds: Sequence[int]) -> dict[str, pd.DataFrame]:
                                          "estimate": float(e[i, a, b]),
                                          "true": float(true[i, a, b]),
                                          "state": ("learned" if phase < done else
-                                                   "learning" if phase == done else "unknown")})
+                                                   "learning" if phase == done and t else
+                                                   "unknown")})
     return {"two_agent": pd.DataFrame(rows), "heatmap": pd.DataFrame(heat)}
 
 
@@ -215,6 +228,7 @@ def _steering(sz: _Sizes, seeds: Sequence[int]) -> dict[str, pd.DataFrame]:
     from iclr_lab.core.progress import progress
 
     games = [random_prisoners_dilemma(np.random.default_rng([s, 3])) for s in seeds]
+    easy = {s: _cep_payment_is_dominant(g, MARGIN) for s, g in zip(seeds, games, strict=True)}
     batch = [g for g in games for _ in STEER_RULES]
     rules = [r for _ in games for r in STEER_RULES]
     objectives = np.stack([g.welfare() for g in batch])
@@ -228,14 +242,36 @@ def _steering(sz: _Sizes, seeds: Sequence[int]) -> dict[str, pd.DataFrame]:
                   "F": float(res.F[r]), "F_steer": float(res.F_steer[r]),
                   "F_star": float(res.F_star[r]), "learn_rounds": int(res.learn_rounds[r]),
                   "eps_hat": float(res.eps_hat[r]), "error": float(res.error[r]),
-                  "obey": float(res.obey[r])} for r in range(len(batch))]
+                  "obey": float(res.obey[r]),
+                  "cep_dominant": easy[seeds[r // len(STEER_RULES)]]} for r in range(len(batch))]
         if record:  # the base seed's strategy paths
             for row in res.paths:
                 r = int(row[0])
                 if r < len(STEER_RULES):
                     paths.append({"rule": RULE_NAMES[rules[r]], "t": int(row[1]),
                                   "x1": float(row[2]), "x2": float(row[3])})
+            target = optimal_cep(games[0], games[0].welfare()).mu
+            paths = [{**p, "target1": float(target[0].sum()), "target2": float(target[:, 0].sum())}
+                     for p in paths]
     return {"steering": pd.DataFrame(rows), "paths": pd.DataFrame(paths)}
+
+
+def _cep_payment_is_dominant(game: NormalFormGame, margin: float) -> bool:
+    """Whether the optimal CEP's own payment (plus ``margin``) already makes obeying strictly
+    dominant in ``game``: then CEP payments and dominance payments coincide in effect.
+
+    For a Prisoner's Dilemma steered to (C, C) this is ``temptation - reward + margin >
+    punishment - sucker``: the payment for cooperating covers the sucker's loss.
+    """
+    cep = optimal_cep(game, game.welfare())
+    n = game.n
+    for d in zip(*np.nonzero(cep.mu > 1e-9), strict=True):
+        for i in range(n):
+            own = np.take(game.utilities[i], [d[i]], axis=i)
+            best = game.utilities[i].max(axis=i, keepdims=True)
+            if np.min(own + cep.payments[(i, *d)] + margin - best) <= 0:
+                return False
+    return True
 
 
 # ----------------------------------------------------------------------------------------------
@@ -308,7 +344,7 @@ def _claims(tables: dict[str, pd.DataFrame], sz: _Sizes) -> list[Claim]:
                 f"single_slope_{tag}", f"Algorithm 1 against a {agent} agent: fitted log-log slope "
                 f"of the error against T over {list(sz.Ts)} is <= {SINGLE_SLOPE} (the theorem's "
                 "rate is −1/2)", _slopes(alg1[alg1["agent"] == agent], "T"), SINGLE_SLOPE, "<=",
-                paper=thm42, kind="theorem", source="prior"),
+                paper=thm42, expected=EXPECTED_SLOPE[agent], kind="theorem", source="prior"),
         ]
     claims += [
         Claim.over_seeds(
@@ -340,7 +376,8 @@ def _claims(tables: dict[str, pd.DataFrame], sz: _Sizes) -> list[Claim]:
             "two_agent_error", f"Algorithm 2, random 3×3 games, Hedge agents, one ⊥ per agent: "
             f"error up to strategic equivalence at L = {L_max} rounds per phase is <= {TWO_ERR}",
             _per_seed(two_shared[two_shared["L"] == L_max]), TWO_ERR, "<=",
-            paper="Theorem 4.3: poly(M, C)/ε² rounds", kind="theorem", source="pilot"),
+            paper="Theorem 4.3: poly(M, C)/ε² rounds", expected=False, kind="theorem",
+            source="pilot"),
         Claim.over_seeds(
             "two_agent_slope", f"Algorithm 2, one ⊥ per agent: fitted log-log slope of the error "
             f"against L over {list(sz.Ls)} is <= {TWO_SLOPE}", _slopes(two_shared, "L"), TWO_SLOPE,
@@ -428,6 +465,30 @@ def numbers(report: Report) -> dict[str, float]:
         "margin": MARGIN, "slack_hi": MARGIN + 2 * med(dom_hi, "eps_hat"),
         "fresh_cep_fail_seeds": float((hi[hi["rule"] == rule["oracle_cep"]]["obey"] < 0.5).sum()),
     }
+    # spreads over seeds that the prose quotes
+    hedge = alg1[alg1["agent"] == "Hedge"]
+    slopes = _slopes(hedge, "T")
+    ra = hedge["agent_regret"] / np.sqrt(hedge["T"])
+    L_claim = 256 if 256 in Ls else Ls[-1]
+    shared = two[(two["signals"] == SIGNAL_NAMES["shared"]) & (two["L"] == L_claim)]["error"]
+    wide = hi.pivot_table(index="seed", columns="rule", values="F")
+    share = (wide[rule["oracle_cep"]] - wide[rule["none"]]) / (wide[rule["oracle"]]
+                                                               - wide[rule["none"]])
+    easy = hi.drop_duplicates("seed").set_index("seed")["cep_dominant"].astype(bool)
+    gap_lo_med = float(np.median(_gap(st, steer_T[0])))
+    out.update({
+        "hedge_slope_min": float(min(slopes)), "hedge_slope_max": float(max(slopes)),
+        "ra_swing_min": float(ra.min()), "ra_swing_max": float(ra.max()),
+        "two_err_min": float(shared.min()), "two_err_max": float(shared.max()),
+        "two_err_passing": float((shared <= TWO_ERR).sum()),
+        "easy_games": float(easy.sum()),
+        "share_easy_min": float(share[easy].min()) if easy.any() else math.nan,
+        "share_hard_max": float(share[~easy].max()) if (~easy).any() else math.nan,
+        "learned_cep_vs_dom": float((wide[rule["cep"]] - wide[rule["dominance"]]).abs().max()),
+        "gap_lo": gap_lo_med, "four_eps_hi": 4 * med(dom_hi, "eps_hat"),
+        "eps_over_error_hi": float((dom_hi["eps_hat"] / dom_hi["error"]).median()),
+        "probe_Tmax": med(probe[(probe["agent"] == "Hedge") & (probe["T"] == sz_T[-1])]),
+    })
     return out
 
 
@@ -457,16 +518,18 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     s = s[s["agent"].isin(list(AGENTS))].assign(series=lambda d: d["method"] + ", " + d["agent"])
     order = [f"{ALG1}, Hedge", f"{ALG1}, regret matching", f"{PROBE}, Hedge",
              f"{PROBE}, regret matching"]
-    ref = pd.DataFrame({"T": sorted(s["T"].unique())})
-    ref = ref.assign(error=lambda d: 0.5 * (d["T"] / d["T"].min()) ** -0.5
-                     * float(s[(s["method"] == ALG1) & (s["T"] == ref["T"].min())]["error"].median()
-                             / 0.5),
-                     seed=0, series="slope −1/2 (Theorem 4.2)")
-    main = curves(pd.concat([s, ref], ignore_index=True), x="T", y="error", color="series",
-                  log_x=True, log_y=True, highlight=order[:2], x_title="rounds T",
-                  y_title="error max_a |û_a − u_a|", color_title="principal, agent",
-                  title="One agent: paying against it vs naive probing (median and range over seeds)")
-    out["single_error"] = main
+    main = curves(s, x="T", y="error", color="series", log_x=True, log_y=True,
+                  highlight=order[:2], x_title="rounds T", y_title="error max_a |û_a − u_a|",
+                  color_title="principal, agent",
+                  title="One agent: paying against it vs naive probing (median, range over seeds)")
+    # a line of slope -1/2 through Algorithm 1's median error at the smallest T (the theorem's rate)
+    Ts = np.array(sorted(s["T"].unique()), dtype=float)
+    start = float(s[(s["method"] == ALG1) & (s["T"] == Ts[0])]["error"].median())
+    ref = pd.DataFrame({"T": Ts, "error": start * (Ts / Ts[0]) ** -0.5})
+    slope = alt.Chart(ref).mark_line(strokeDash=[6, 4], color="black").encode(x="T:Q", y="error:Q")
+    label = alt.Chart(ref.tail(1).assign(text="slope −1/2")).mark_text(
+        align="right", dy=14, fontSize=11).encode(x="T:Q", y="error:Q", text="text:N")
+    out["single_error"] = alt.layer(main, slope, label)
 
     tr = tb["trace"]
     lines = alt.Chart(tr).mark_line().encode(
@@ -502,10 +565,35 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
                              highlight=RULE_NAMES["dominance"], x_title="rounds T",
                              y_title="F(T) − F*  (over all rounds)", color_title="principal",
                              title="Steering random Prisoner's Dilemmas to their optimal CEP")
-    out["steering"] = _recolor(out["steering"], names)
+    out["steering"] = _recolor(out["steering"], names).configure_legend(labelLimit=330)
 
-    out["paths"] = _paths_chart(tb["paths"], "Strategy paths, base seed (longest run)")
+    out["paths"] = _cooperation_chart(tb["paths"])
     return out
+
+
+def _cooperation_chart(paths: pd.DataFrame) -> alt.TopLevelMixin:
+    """P(cooperate) of each agent over the rounds under every rule (base seed, longest run),
+    learning rounds included; dashed: the optimal CEP's recommendation."""
+    import altair as alt
+    import pandas as pd
+
+    names = [n for n in RULE_NAMES.values() if n in set(paths["rule"])]
+    scale = _rule_colors(names)
+    panels = []
+    for i in (1, 2):
+        df = paths[["rule", "t", f"x{i}"]].rename(columns={f"x{i}": "p"})
+        line = alt.Chart(df).mark_line(strokeWidth=2).encode(
+            x=alt.X("t:Q", scale=alt.Scale(type="log", nice=False), title="round t"),
+            y=alt.Y("p:Q", scale=alt.Scale(domain=[0, 1]), title="P(cooperate)"),
+            color=alt.Color("rule:N", title="principal", scale=scale),
+            tooltip=["rule", "t", alt.Tooltip("p:Q", format=".3f")])
+        target = pd.DataFrame({"p": [float(paths[f"target{i}"].iloc[0])]})
+        rule = alt.Chart(target).mark_rule(strokeDash=[5, 3], color="black").encode(y="p:Q")
+        panels.append(alt.layer(line, rule).properties(width=250, height=200,
+                                                      title=f"agent {i}"))
+    return alt.hconcat(*panels).properties(
+        title="Cooperation under each principal (base seed, longest run; dashed: recommended)"
+    ).configure_legend(orient="bottom", columns=2, labelLimit=330)
 
 
 def _recolor(chart: alt.TopLevelMixin, names: Sequence[str]) -> alt.TopLevelMixin:
@@ -549,7 +637,7 @@ def _heatmap(df: pd.DataFrame) -> alt.TopLevelMixin:
         base = alt.Chart(long).transform_filter(
             (alt.datum.step == slider) & (alt.datum.agent == agent)
             & (alt.datum.table == table)).encode(
-            x=alt.X("column:O", title="agent 2's action"),
+            x=alt.X("column:O", title="agent 2's action", axis=alt.Axis(labelAngle=0)),
             y=alt.Y("row:O", title="agent 1's action"))
         cells = base.mark_rect(stroke="white").encode(
             color=alt.Color("value:Q", scale=alt.Scale(scheme="redblue", domain=[-1, 1]),
@@ -577,45 +665,45 @@ def _heatmap(df: pd.DataFrame) -> alt.TopLevelMixin:
                                  "faded: not yet learned)")
 
 
-def _paths_chart(paths: pd.DataFrame, title: str) -> alt.TopLevelMixin:
-    """Each rule's path of (P(agent 1 plays C), P(agent 2 plays C)) over the rounds."""
+def _paths_chart(paths: pd.DataFrame, title: list[str]) -> alt.TopLevelMixin:
+    """The path of (P(agent 1 cooperates), P(agent 2 cooperates)) over the rounds, coloured by
+    round (log scale); the diamond marks the last round."""
     import altair as alt
 
-    names = [n for n in RULE_NAMES.values() if n in set(paths["rule"])]
-    scale = _rule_colors(names)
-    base = alt.Chart(paths).encode(
-        x=alt.X("x1:Q", title="P(agent 1 cooperates)", scale=alt.Scale(domain=[0, 1])),
-        y=alt.Y("x2:Q", title="P(agent 2 cooperates)", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("rule:N", title="principal", scale=scale,
-                        legend=alt.Legend(orient="bottom", columns=1)),
-        order="t:Q", tooltip=["rule", "t", alt.Tooltip("x1:Q", format=".3f"),
-                              alt.Tooltip("x2:Q", format=".3f")])
-    ends = paths.sort_values("t").groupby("rule").tail(1)
-    return alt.layer(
-        base.mark_line(point=alt.OverlayMarkDef(size=8), strokeWidth=2),
-        alt.Chart(ends).mark_point(shape="diamond", size=120, filled=True).encode(
-            x="x1:Q", y="x2:Q", color=alt.Color("rule:N", scale=scale)),
-    ).properties(width=300, height=300, title=title)
+    enc = {"x": alt.X("x1:Q", title="P(agent 1 cooperates)", scale=alt.Scale(domain=[0, 1])),
+           "y": alt.Y("x2:Q", title="P(agent 2 cooperates)", scale=alt.Scale(domain=[0, 1]))}
+    line = alt.Chart(paths).mark_line(color="#bbbbbb", strokeWidth=1).encode(order="t:Q", **enc)
+    dots = alt.Chart(paths).mark_circle(size=28, opacity=0.9).encode(
+        color=alt.Color("t:Q", scale=alt.Scale(type="log", scheme="viridis"), title="round t"),
+        tooltip=["t", alt.Tooltip("x1:Q", format=".3f"), alt.Tooltip("x2:Q", format=".3f")],
+        **enc)
+    end = alt.Chart(paths.sort_values("t").tail(1)).mark_point(
+        shape="diamond", size=160, filled=True, color="#d62728").encode(**enc)
+    return alt.layer(line, dots, end).properties(width=300, height=300,
+                                                 title=alt.TitleParams(text=title))
 
 
 def steering_paths_chart(T: int = 3000, rule: str = "dominance", margin: float = MARGIN,
-                         agent: str = "Hedge", temptation: float = 1.0, seed: int = 0
-                         ) -> alt.TopLevelMixin:
+                         agent: str = "Hedge and regret matching", temptation: float = 1.0,
+                         seed: int = 0) -> alt.TopLevelMixin:
     """Pure function behind :func:`explorer`: steer the Prisoner's Dilemma (reward 0.6, punishment
-    −0.4, sucker −1, the given temptation) for ``T`` rounds and draw the agents' strategy path.
+    −0.4, sucker −1, the given temptation) for ``T`` rounds and draw the agents' path in the unit
+    square of their cooperation probabilities, learning rounds included.
 
-    The title reports ``F(T)`` over all rounds and the value ``F*`` of the optimal CEP.
+    ``agent`` names the pair of learners (``PAIRS``); two different learners leave the
+    diagonal. The title reports ``F(T)`` over all rounds and the value ``F*`` of the optimal CEP.
     """
     import pandas as pd
 
     T = check_int("T", T, 17)
-    check_choice("agent", agent, tuple(AGENTS))
+    check_choice("agent", agent, tuple(PAIRS))
     check_range("temptation", temptation, 0.61, 1.0)
     game = prisoners_dilemma(temptation=temptation)
-    res = steer(game, AGENTS[agent], T=T, seed=seed, rule=rule, margin=margin, record=True)
+    res = steer(game, PAIRS[agent], T=T, seed=seed, rule=rule, margin=margin, record=True)
     paths = pd.DataFrame(res.paths, columns=["t", "x1", "x2"]).assign(rule=RULE_NAMES[rule])
-    return _paths_chart(paths, f"{RULE_NAMES[rule]}: F(T) = {float(res.F):.3f}, "
-                               f"F* = {float(res.F_star):.3f}")
+    slack = margin + 2 * float(res.eps_hat)
+    return _paths_chart(paths, [RULE_NAMES[rule], f"F(T) = {float(res.F):.3f}, F* = "
+                                f"{float(res.F_star):.3f}, slack δ = {slack:.3f}"])
 
 
 def explorer() -> Any:
@@ -633,7 +721,8 @@ def explorer() -> Any:
         rule=widgets.Dropdown(options=[(v, k) for k, v in RULE_NAMES.items()], value="dominance",
                               description="principal"),
         margin=slider("margin δ₀", MARGIN, 0.0, 0.3, 0.01),
-        agent=widgets.Dropdown(options=list(AGENTS), value="Hedge", description="agents"),
+        agent=widgets.Dropdown(options=list(PAIRS), value="Hedge and regret matching",
+                               description="agents"),
         temptation=log_slider("temptation", 1.0, 0.65, 1.0, steps_per_decade=40),
         seed=widgets.fixed(0),
     )

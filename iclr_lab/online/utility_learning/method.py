@@ -28,6 +28,7 @@ __all__ = [
     "CorrelatedEquilibrium",
     "Hedge",
     "LearnResult",
+    "LearnerBank",
     "NormalFormGame",
     "PaymentRun",
     "RegretMatching",
@@ -49,8 +50,8 @@ __all__ = [
     "strategic_center",
 ]
 
-#: The signal designs of Algorithm 2: one ``⊥`` per agent (the paper's S_i = A_i ∪ {⊥}), a fresh
-#: ``⊥`` for every phase, or no signals at all.
+#: The signal designs of Algorithm 2, namely one ``⊥`` per agent (the paper's S_i = A_i ∪ {⊥}), a
+#: fresh ``⊥`` for every phase, or no signals at all.
 SIGNALS = ("shared", "per_phase", "none")
 #: The cap of the payment set P (``utility_learning-eq-payment-set``).
 CAP = 2.0
@@ -102,14 +103,17 @@ class NormalFormGame:
 
     @property
     def phases(self) -> int:
-        """Phases of Algorithm 2: ``sum_i |A_{-i}|`` (one per agent and opposing profile)."""
+        """The number of phases of Algorithm 2, ``sum_i |A_{-i}|``, one per agent and opposing
+        profile."""
         M = math.prod(self.shape)
         return sum(M // m for m in self.shape)
 
     @property
     def normalised(self) -> bool:
-        """Whether every agent's utilities, centred over its own actions, lie in [-1, 1]: the
-        paper's normalisation, under which ``1 - u`` is a point of the payment set."""
+        """True when every agent's utilities, centred over its own actions, lie in ``[-1, 1]``.
+
+        This is the paper's normalisation, under which ``1 - u`` is a point of the payment set.
+        """
         return bool(np.abs(strategic_center(self.utilities)).max() <= 1.0 + 1e-12)
 
     def welfare(self) -> np.ndarray:
@@ -215,9 +219,11 @@ def equivalence_error(true: np.ndarray | NormalFormGame, estimate: np.ndarray, *
 # ----------------------------------------------------------------------------------------------
 
 
-class _Bank:
-    """Learners of one agent for ``rows`` independent runs and ``contexts`` signals each.
+class LearnerBank:
+    """The learners of one agent for ``rows`` independent runs and ``contexts`` signals each.
 
+    An agent class (:class:`Hedge`, :class:`RegretMatching`, :class:`BestResponse`) builds one
+    with its ``bank`` method; subclass it, with its ``strategy`` and ``update``, to add a learner.
     State arrays have shape ``(rows, contexts, ...)``; the hot loop reads and writes them through
     flat views indexed by ``row * contexts + signal`` (one fancy index instead of two).
     """
@@ -252,7 +258,7 @@ class _Bank:
                 self.update(ctx, v0, self.strategy(ctx, v0))
 
 
-class _HedgeBank(_Bank):
+class _HedgeBank(LearnerBank):
     def __init__(self, spec: Hedge, rows: int, contexts: int, m: int) -> None:
         self.spec = spec
         self.cum = np.zeros((rows, contexts, m))   # cumulative utility of each action
@@ -283,7 +289,7 @@ class _HedgeBank(_Bank):
             self._seen[idx] += active
 
 
-class _RegretMatchingBank(_Bank):
+class _RegretMatchingBank(LearnerBank):
     def __init__(self, rows: int, contexts: int, m: int) -> None:
         self.regret = np.zeros((rows, contexts, m))   # cumulative regret of each action
         super().__init__(rows, contexts, m)
@@ -309,7 +315,7 @@ class _RegretMatchingBank(_Bank):
             self._seen[idx] += active
 
 
-class _BestResponseBank(_Bank):
+class _BestResponseBank(LearnerBank):
     def __init__(self, rows: int, contexts: int, m: int) -> None:
         self.last = np.zeros((rows, contexts, m))   # the last utility vector seen
         super().__init__(rows, contexts, m)
@@ -358,7 +364,7 @@ class Hedge:
 
     name = "Hedge"
 
-    def bank(self, rows: int, contexts: int, m: int) -> _Bank:
+    def bank(self, rows: int, contexts: int, m: int) -> LearnerBank:
         """The learners of one agent for ``rows`` runs and ``contexts`` signals."""
         return _HedgeBank(self, rows, contexts, m)
 
@@ -379,7 +385,7 @@ class RegretMatching:
 
     name = "regret matching"
 
-    def bank(self, rows: int, contexts: int, m: int) -> _Bank:
+    def bank(self, rows: int, contexts: int, m: int) -> LearnerBank:
         """The learners of one agent for ``rows`` runs and ``contexts`` signals."""
         return _RegretMatchingBank(rows, contexts, m)
 
@@ -400,7 +406,7 @@ class BestResponse:
 
     name = "best response"
 
-    def bank(self, rows: int, contexts: int, m: int) -> _Bank:
+    def bank(self, rows: int, contexts: int, m: int) -> LearnerBank:
         """The learners of one agent for ``rows`` runs and ``contexts`` signals."""
         return _BestResponseBank(rows, contexts, m)
 
@@ -600,7 +606,7 @@ PROBE_DESIGNS = ("pairwise", "flip")
 
 def naive_probing(u: Sequence[float] | np.ndarray, agent: Agent,
                   T: int | Sequence[int] | np.ndarray, *, probes: int | Sequence[int] = 8,
-                  design: str = "flip") -> np.ndarray:
+                  design: str | Sequence[str] = "flip") -> np.ndarray:
     """The baseline: learn the utilities by bisection on a payment, one action at a time.
 
     The ``T`` rounds are split into ``probes`` bisection steps per action, each lasting
@@ -622,32 +628,37 @@ def naive_probing(u: Sequence[float] | np.ndarray, agent: Agent,
         agent: the agent's algorithm.
         T: rounds available, one value or one per row (rows run in lockstep).
         probes: bisection steps per action, one value or one per row.
-        design: ``"flip"`` or ``"pairwise"``.
+        design: ``"flip"`` or ``"pairwise"``, one value or one per row.
 
     Returns:
         The estimates (centred), shape ``(rows, m)``.
     """
     agent = _check_agent("agent", agent)
-    check_choice("design", design, PROBE_DESIGNS)
     util = np.atleast_2d(np.asarray(u, dtype=float))
     rows, m = util.shape
+    designs = [design] * rows if isinstance(design, str) else list(design)
+    if len(designs) != rows:
+        raise ValueError(f"design must be one value or one per row ({rows}); got {len(designs)}")
+    for d in designs:
+        check_choice("design", d, PROBE_DESIGNS)
+    pair = np.array([d == "pairwise" for d in designs])
     for row in util:
         _check_normalised("u", NormalFormGame(row[None, :]))
     K = np.broadcast_to(np.asarray(probes), (rows,)).astype(int).copy()
     for k in K:
         check_int("probes", int(k), 1)
-    first = 1 if design == "pairwise" else 0            # the first action probed
+    first = pair.astype(int)                             # the first action probed, per row
     n_probed = m - first
     horizon = np.broadcast_to(np.asarray(T), (rows,)).astype(int).copy()
-    for h, k in zip(horizon, K, strict=True):
-        check_int("T", int(h), int(n_probed * k))
+    for h, k, q in zip(horizon, K, n_probed, strict=True):
+        check_int("T", int(h), int(q * k))
     util = util - util.mean(axis=1, keepdims=True)
     length = horizon // (n_probed * K)                   # rounds per probe, per row
     bank = agent.bank(rows, 1, m)
     ctx = np.zeros(rows, dtype=int)
     if agent.head_start:
         bank.warm_up(util, agent.head_start)
-    lo = np.full((rows, m), -2.0 if design == "pairwise" else 0.0)
+    lo = np.where(pair, -2.0, 0.0)[:, None] * np.ones((rows, m))
     hi = np.full((rows, m), 2.0)
     r = np.arange(rows)
     for t in range(int(horizon.max())):
@@ -656,24 +667,18 @@ def naive_probing(u: Sequence[float] | np.ndarray, agent: Agent,
         a = np.minimum(probe // K + first, m - 1)        # the action being probed
         s = 0.5 * (lo[r, a] + hi[r, a])
         p = np.zeros((rows, m))
-        if design == "pairwise":
-            p[r, 0] = np.where(active, CAP, 0.0)
-            p[r, a] = np.where(active, CAP + s, 0.0)
-        else:
-            p[r, a] = np.where(active, s, 0.0)
+        p[r, 0] = np.where(active & pair, CAP, 0.0)       # pairwise: 2 on action 0 ...
+        p[r, a] = np.where(active, np.where(pair, CAP + s, s), 0.0)  # ... and 2 + s on a
         v = util + p
         x = bank.strategy(ctx, v)
         bank.update(ctx, v, x)
         last = active & ((t + 1) % length == 0)
-        if design == "pairwise":
-            yes = x[r, a] > x[r, 0]                       # switched from 0 to a: u_0 - u_a < s
-        else:
-            yes = x[r, a] >= x.max(axis=1)                # a is now played most: gap < s
+        # pairwise: switched from 0 to a, so u_0 - u_a < s; flip: a is now played most, gap < s
+        yes = np.where(pair, x[r, a] > x[r, 0], x[r, a] >= x.max(axis=1))
         hi[r, a] = np.where(last & yes, s, hi[r, a])
         lo[r, a] = np.where(last & ~yes, s, lo[r, a])
     gap = 0.5 * (lo + hi)                                # u_0 - u_a, or max_b u_b - u_a
-    if design == "pairwise":
-        gap[:, 0] = 0.0
+    gap[pair, 0] = 0.0
     est = -gap
     return est - est.mean(axis=1, keepdims=True)
 
@@ -789,6 +794,7 @@ class LearnResult:
         value: the principal's summed utility ``sum_t [U_0 - payments]`` over the learning rounds
             when an objective was given (else zeros).
         snapshots: ``(round, estimate so far)`` pairs, if requested.
+        strategies: ``(round, strategies)`` pairs at the requested rounds.
     """
 
     estimate: np.ndarray
@@ -798,6 +804,7 @@ class LearnResult:
     rounds_per_phase: int
     value: np.ndarray
     snapshots: list[tuple[int, np.ndarray]] = field(default_factory=list, repr=False)
+    strategies: list[tuple[int, list[np.ndarray]]] = field(default_factory=list, repr=False)
 
 
 def _sample(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -808,7 +815,8 @@ def _sample(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def _learn(arena: _Arena, L: int, signals: Sequence[str], *, compliance: float = COMPLIANCE,
            objective: np.ndarray | None = None, snapshot_every: int = 0, observe: str = "mixed",
-           rng: np.random.Generator | None = None) -> LearnResult:
+           rng: np.random.Generator | None = None, record_at: set[int] | None = None
+           ) -> LearnResult:
     """Algorithm 2 on every row of ``arena`` (``signals[r]`` is row r's signal design)."""
     rng = rng if rng is not None else np.random.default_rng(0)
     rows, n, shape = arena.rows, arena.n, arena.shape
@@ -817,6 +825,7 @@ def _learn(arena: _Arena, L: int, signals: Sequence[str], *, compliance: float =
     spread = np.zeros(rows)
     value = np.zeros(rows)
     snaps: list[tuple[int, np.ndarray]] = []
+    strategies: list[tuple[int, list[np.ndarray]]] = []
     t = 0
     phase_no = [0] * n
     for i, prof in _phases(shape):
@@ -841,6 +850,8 @@ def _learn(arena: _Arena, L: int, signals: Sequence[str], *, compliance: float =
             value += val
             principal.observe(xs[i] if observe == "mixed" else _sample(xs[i], rng))
             t += 1
+            if record_at is not None and t in record_at:
+                strategies.append((t, [x.copy() for x in xs]))
             if snapshot_every and t % snapshot_every == 0:
                 snaps.append((t, _fill(estimate, principal, i, prof)))
         estimate = _fill(estimate, principal, i, prof)
@@ -848,7 +859,8 @@ def _learn(arena: _Arena, L: int, signals: Sequence[str], *, compliance: float =
     U = arena.U
     return LearnResult(estimate=estimate, error=equivalence_error(U, estimate, batched=True),
                        spread=spread,
-                       rounds=t, rounds_per_phase=L, value=value, snapshots=snaps)
+                       rounds=t, rounds_per_phase=L, value=value, snapshots=snaps,
+                       strategies=strategies)
 
 
 def _fill(estimate: np.ndarray, principal: _Principal, i: int, prof: tuple[int, ...]) -> np.ndarray:
@@ -1033,8 +1045,9 @@ def _cep_only_payments(cep: CorrelatedEquilibrium, recommended: tuple[int, ...],
     return P
 
 
-#: Steering variants: Algorithm 3 with dominance payments, with the CEP's own payments only, the
-#: same two rules with the true utilities and no learning phase (the oracles), and no principal.
+#: The steering variants, namely Algorithm 3 with dominance payments, with the CEP's own payments
+#: only, the same two rules with the true utilities and no learning phase (the oracles), and no
+#: principal.
 STEER_RULES = ("dominance", "cep", "oracle", "oracle_cep", "none")
 
 
@@ -1052,9 +1065,10 @@ class SteerResult:
             ``margin + 2 eps_hat``.
         error: the actual error of the learned utilities (:func:`equivalence_error`; 0 without
             learning), which the principal does not know.
-        obey: share of the last 10% of rounds in which every agent plays its recommendation.
+        obey: probability that every agent plays its recommendation, averaged over the last 10%
+            of the rounds.
         paths: ``(round, x_1, ..., x_n)`` rows: each agent's probability of its first action at
-            about 200 rounds on a log scale.
+            about 200 rounds on a log scale, learning rounds included.
     """
 
     F: np.ndarray
@@ -1085,13 +1099,19 @@ def _steer(games: Sequence[NormalFormGame], agents: Sequence[Agent], objectives:
     eps = np.zeros(rows)
     err = np.zeros(rows)
     learn_rounds = np.where(learns, L * games[0].phases, 0)
+    marks = set(np.unique(np.geomspace(1, T, 200).astype(int)).tolist()) if record else set()
+    paths: list[list[float]] = []
     if learns.any():
         sub = _Arena.__new__(_Arena)                       # the learning rows only, same learners
         sub.U, sub.rows, sub.n, sub.shape = U[learns], int(learns.sum()), n, shape
         sub.banks = [_sub_bank(b, learns) for b in arena.banks]
-        res = _learn(sub, L, ["shared"] * sub.rows, objective=objectives[learns])
+        res = _learn(sub, L, ["shared"] * sub.rows, objective=objectives[learns],
+                     record_at=marks)
         for b, s in zip(arena.banks, sub.banks, strict=True):
             _merge_bank(b, s, learns)
+        where = np.flatnonzero(learns)
+        for t, xs in res.strategies:
+            paths += [[int(r), t, *[float(x[j, 0]) for x in xs]] for j, r in enumerate(where)]
         value[learns] = res.value
         estimate[learns] = res.estimate
         eps[learns] = res.spread
@@ -1118,35 +1138,40 @@ def _steer(games: Sequence[NormalFormGame], agents: Sequence[Agent], objectives:
     steps = T - learn_rounds                               # steering rounds of each row
     steer_value = np.zeros(rows)
     silent = np.array([r == "none" for r in rules])
-    marks = set(np.unique(np.geomspace(1, T, 200).astype(int)).tolist()) if record else set()
-    paths: list[list[float]] = []
     obey = np.zeros(rows)
-    tail = T - T // 10
+    tail = T // 10                                         # obedience is measured over these
     r_idx = np.arange(rows)
     k = np.argmax(mus, axis=1)
+
+    def draw(k: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, np.ndarray]:
+        rec = prof_arr[k]                                    # (rows, n)
+        ctx = [np.where(silent, 0, rec[:, i]) for i in range(n)]
+        return rec, ctx, totals[r_idx, k], nets[r_idx, k]
+
+    rec, ctx, total_k, net_k = draw(k)                       # fixed when every mu is pure
     # The learning rows already played their first learn_rounds rounds; they play the steering
     # rounds t = 1..T - learn_rounds of this loop and sit out its last learn_rounds rounds.
     for t in progress(range(1, T + 1), desc="steering", total=T):
         active = t <= steps
         if not pure:
             k = np.minimum((rng.uniform(size=(rows, 1)) > cdf).sum(axis=1), len(profiles) - 1)
-        rec = prof_arr[k]                                    # (rows, n)
-        ctx = [np.where(silent, 0, rec[:, i]) for i in range(n)]
-        xs, val = arena.play_tables(ctx, totals[r_idx, k], nets[r_idx, k],
-                                    None if active.all() else active)
+            rec, ctx, total_k, net_k = draw(k)
+        xs, val = arena.play_tables(ctx, total_k, net_k, None if active.all() else active)
         val = np.where(active, val, 0.0)
         value += val
         steer_value += val
-        if t > tail:
-            obey += np.prod([xs[i][r_idx, rec[:, i]] for i in range(n)], axis=0)
-        if t in marks:
-            paths += [[r, t, *[float(x[r, 0]) for x in xs]] for r in range(rows)]
+        last = active & (t > steps - tail)                  # each row's last T // 10 rounds
+        obey += np.where(last, np.prod([xs[i][r_idx, rec[:, i]] for i in range(n)], axis=0), 0)
+        if marks:
+            rounds = t + learn_rounds                        # the round of the whole run
+            paths += [[r, int(rounds[r]), *[float(x[r, 0]) for x in xs]] for r in range(rows)
+                      if active[r] and int(rounds[r]) in marks]
     return SteerResult(F=value / T, F_steer=steer_value / np.maximum(steps, 1), F_star=F_star,
-                       learn_rounds=learn_rounds, eps_hat=eps, error=err, obey=obey / (T - tail),
-                       paths=np.array(paths).reshape(-1, 2 + n))
+                       learn_rounds=learn_rounds, eps_hat=eps, error=err,
+                       obey=obey / max(tail, 1), paths=np.array(paths).reshape(-1, 2 + n))
 
 
-def _sub_bank(bank: _Bank, keep: np.ndarray) -> _Bank:
+def _sub_bank(bank: LearnerBank, keep: np.ndarray) -> LearnerBank:
     """A bank over the rows ``keep`` that shares nothing with ``bank`` (merged back afterwards)."""
     sub = bank.__class__.__new__(bank.__class__)
     sub.__dict__.update(bank.__dict__)
@@ -1158,7 +1183,7 @@ def _sub_bank(bank: _Bank, keep: np.ndarray) -> _Bank:
     return sub
 
 
-def _merge_bank(bank: _Bank, sub: _Bank, keep: np.ndarray) -> None:
+def _merge_bank(bank: LearnerBank, sub: LearnerBank, keep: np.ndarray) -> None:
     for name, val in sub.__dict__.items():
         if not name.startswith("_") and isinstance(val, np.ndarray) and val.shape[0] == sub.rows:
             getattr(bank, name)[keep] = val
