@@ -404,8 +404,8 @@ def _claims(tables: dict[str, pd.DataFrame], sz: _Sizes) -> list[Claim]:
             "cep_payments_fail_fresh", f"Known utilities, fresh agents: paying only the CEP's "
             f"on-path payment recovers at most {HALVES} of the oracle's (dominance payments) gain "
             f"over no principal at T = {hi_T}", fresh_share, HALVES, "<=",
-            paper="(this book's reason for dominance payments)", kind="derivation",
-            source="pilot"),
+            paper="(this book's reason for dominance payments)", expected=False,
+            kind="derivation", source="pilot"),
     ]
     return claims
 
@@ -684,11 +684,14 @@ def _paths_chart(paths: pd.DataFrame, title: list[str]) -> alt.TopLevelMixin:
 
 
 def steering_paths_chart(T: int = 3000, rule: str = "dominance", margin: float = MARGIN,
-                         agent: str = "Hedge and regret matching", temptation: float = 1.0,
+                         agent: str = "Hedge and regret matching", sucker: float = -1.0,
                          seed: int = 0) -> alt.TopLevelMixin:
-    """Pure function behind :func:`explorer`: steer the Prisoner's Dilemma (reward 0.6, punishment
-    −0.4, sucker −1, the given temptation) for ``T`` rounds and draw the agents' path in the unit
-    square of their cooperation probabilities, learning rounds included.
+    """Pure function behind :func:`explorer`: steer the Prisoner's Dilemma (reward 0.6, temptation
+    1, punishment −0.4, the given sucker's payoff) for ``T`` rounds and draw the agents' path in
+    the unit square of their cooperation probabilities, learning rounds included.
+
+    The CEP's own payment (0.4 for cooperating) makes cooperation dominant when
+    ``0.4 + margin > -0.4 - sucker``: raising the sucker's payoff shows where it starts to suffice.
 
     ``agent`` names the pair of learners (``PAIRS``); two different learners leave the
     diagonal. The title reports ``F(T)`` over all rounds and the value ``F*`` of the optimal CEP.
@@ -697,8 +700,8 @@ def steering_paths_chart(T: int = 3000, rule: str = "dominance", margin: float =
 
     T = check_int("T", T, 17)
     check_choice("agent", agent, tuple(PAIRS))
-    check_range("temptation", temptation, 0.61, 1.0)
-    game = prisoners_dilemma(temptation=temptation)
+    check_range("sucker", sucker, -1.0, -0.41)
+    game = prisoners_dilemma(sucker=sucker)
     res = steer(game, PAIRS[agent], T=T, seed=seed, rule=rule, margin=margin, record=True)
     paths = pd.DataFrame(res.paths, columns=["t", "x1", "x2"]).assign(rule=RULE_NAMES[rule])
     slack = margin + 2 * float(res.eps_hat)
@@ -708,11 +711,11 @@ def steering_paths_chart(T: int = 3000, rule: str = "dominance", margin: float =
 
 def explorer() -> Any:
     """ipywidgets explorer of steering the Prisoner's Dilemma: horizon, payment rule, margin,
-    the agents' algorithm and the temptation to defect."""
+    the agents' algorithms and the sucker's payoff."""
     import ipywidgets as widgets
 
     from iclr_lab.core.widgets import explorer as make_explorer
-    from iclr_lab.core.widgets import log_slider, slider
+    from iclr_lab.core.widgets import slider
 
     return make_explorer(
         steering_paths_chart,
@@ -723,6 +726,6 @@ def explorer() -> Any:
         margin=slider("margin δ₀", MARGIN, 0.0, 0.3, 0.01),
         agent=widgets.Dropdown(options=list(PAIRS), value="Hedge and regret matching",
                                description="agents"),
-        temptation=log_slider("temptation", 1.0, 0.65, 1.0, steps_per_decade=40),
+        sucker=slider("sucker's payoff", -1.0, -1.0, -0.45, 0.05),
         seed=widgets.fixed(0),
     )
