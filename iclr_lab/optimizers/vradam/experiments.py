@@ -846,8 +846,9 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
                               "y_title": "final test cross-entropy (mean, band min–max)"}
     nominal = _x_ticks(curves(main, x="lr", x_title="α₀ (nominal learning rate)",
                               title="Against the nominal rate α₀", **common), sorted(main.lr.unique()))
-    effective = curves(main, x="effective_lr", x_title="effective rate α₀ · mean(η_t/α₀)",
-                       title="Against the effective rate (◆: κ at α₀ = 0.1)", **common)
+    effective = _x_ticks(curves(main, x="effective_lr", x_title="effective rate α₀ · mean(η_t/α₀)",
+                                title="Against the effective rate (◆: κ at α₀ = 0.1)", **common),
+                         [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1])
     # the calibration target kappa at the largest alpha0, placed at the rate it delivers
     largest = fin.lr.max()
     scan_k = fin[(fin.lr == largest) & ((fin.method == VR_CAL) | fin.method.str.startswith(
@@ -881,7 +882,9 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     for layer in _lines(gate):
         layer.encoding.color["legend"] = legend
         layer.encoding.strokeDash = alt.StrokeDash("run:N", scale=dashes, legend=legend)
+        # the gate lies in [1/(1+alpha1), 1]: show that whole range, with 1 labelled
         layer.encoding.y["axis"] = alt.Axis(values=[0.05, 0.1, 0.2, 0.5, 1.0], format="~g")
+        layer.encoding.y["scale"] = alt.Scale(type="log", domain=[0.045, 1.0])
     # one legend for colour and dash (the bands' fill keeps its own, hidden, legend)
     gate.resolve = alt.Resolve(legend=alt.LegendResolveMap(fill="independent"))
     out["gate_trace"] = gate + reference_line(1 / (1 + KAPPA), label="1/(1+κ)") + reference_line(
