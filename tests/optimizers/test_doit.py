@@ -11,8 +11,7 @@ import torch
 from torch import nn
 
 from iclr_lab.core.datasets import Split
-from iclr_lab.optimizers import DOIT
-from iclr_lab.optimizers import doit
+from iclr_lab.optimizers import DOIT, doit
 from iclr_lab.optimizers.doit import experiments as ex
 
 torch.set_num_threads(1)
