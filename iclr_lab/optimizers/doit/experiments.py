@@ -793,7 +793,8 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     shock = alt.Chart(rs).mark_line(point=True, strokeWidth=1).encode(
         x=alt.X("lr:Q", scale=alt.Scale(type="log", nice=False), title="learning rate"),
         y=alt.Y("first:Q", scale=alt.Scale(type="log", nice=False),
-                title="probe loss after 1 fresh step ÷ before", axis=alt.Axis(format="~g")),
+                title="probe loss after 1 fresh step ÷ before",
+                axis=alt.Axis(format="~s", labelOverlap="greedy")),
         color=col, tooltip=tips)
     tuned = alt.Chart(rs[rs.tuned]).mark_point(filled=True, size=110).encode(
         x="lr:Q", y="first:Q", color=col, tooltip=tips)
@@ -801,7 +802,8 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         width=250, height=230, title="The first step after a switch")
     right = (alt.Chart(rs).mark_point(filled=True, opacity=0.8).encode(
         x=alt.X("end:Q", scale=alt.Scale(type="log", nice=False),
-                title="probe loss after the cycle ÷ before", axis=alt.Axis(format="~g")),
+                title="probe loss after the cycle ÷ before",
+                axis=alt.Axis(format="~s", values=[0.5, 1, 10, 100, 1000, 10000, 100000])),
         y=alt.Y("score:Q", title="score s of the cycle"), color=col, size=size_, tooltip=tips)
         + reference_line(0.0, label="s = 0") + reference_line(1.0, axis="x", label="no change")
     ).properties(width=250, height=230, title="The score against the loss change")
