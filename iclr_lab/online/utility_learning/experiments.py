@@ -488,6 +488,10 @@ def numbers(report: Report) -> dict[str, float]:
         "gap_lo": gap_lo_med, "four_eps_hi": 4 * med(dom_hi, "eps_hat"),
         "eps_over_error_hi": float((dom_hi["eps_hat"] / dom_hi["error"]).median()),
         "probe_Tmax": med(probe[(probe["agent"] == "Hedge") & (probe["T"] == sz_T[-1])]),
+        "rate_hi": float(steer_T[-1]) ** -0.25,
+        # rounds per phase of the steering runs: a 2x2 game has 4 phases
+        "L_steer_lo": float(dom_lo["learn_rounds"].iloc[0]) / 4,
+        "L_steer_hi": float(dom_hi["learn_rounds"].iloc[0]) / 4,
     })
     return out
 
@@ -495,6 +499,11 @@ def numbers(report: Report) -> dict[str, float]:
 # ----------------------------------------------------------------------------------------------
 # Charts and the explorer
 # ----------------------------------------------------------------------------------------------
+
+
+def _legend_below(chart: Any) -> Any:
+    """The legend under the chart, in two columns, so that long labels fit the page's text column."""
+    return chart.configure_legend(orient="bottom", columns=2, labelLimit=330, titleOrient="left")
 
 
 def _rule_colors(names: Sequence[str]) -> alt.Scale:
@@ -529,7 +538,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     slope = alt.Chart(ref).mark_line(strokeDash=[6, 4], color="black").encode(x="T:Q", y="error:Q")
     label = alt.Chart(ref.tail(1).assign(text="slope −1/2")).mark_text(
         align="right", dy=14, fontSize=11).encode(x="T:Q", y="error:Q", text="text:N")
-    out["single_error"] = alt.layer(main, slope, label)
+    out["single_error"] = _legend_below(alt.layer(main, slope, label))
 
     tr = tb["trace"]
     lines = alt.Chart(tr).mark_line().encode(
@@ -546,16 +555,16 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
 
     hs = tb["single"]
     hs = hs[hs["agent"] == "Hedge, head start"].assign(series=lambda d: d["method"])
-    out["headstart"] = curves(hs, x="T", y="error", color="series", log_x=True, log_y=True,
+    out["headstart"] = _legend_below(curves(hs, x="T", y="error", color="series", log_x=True, log_y=True,
                               highlight=ALG1, x_title="rounds T", y_title="error max_a |û_a − u_a|",
                               color_title="principal",
-                              title=f"A Hedge agent with a {HEAD_START}-round head start")
+                              title=f"A Hedge agent with a {HEAD_START}-round head start"))
 
     two = tb["two_agent"]
-    out["two_agent"] = curves(two, x="L", y="error", color="signals", log_x=True, log_y=True,
+    out["two_agent"] = _legend_below(curves(two, x="L", y="error", color="signals", log_x=True, log_y=True,
                               highlight=SIGNAL_NAMES["shared"], x_title="rounds per phase L",
                               y_title="error up to strategic equivalence", color_title="signals",
-                              title="Two agents, random 3×3 games (median and range over seeds)")
+                              title="Two agents, random 3×3 games (median and range over seeds)"))
 
     out["heatmap"] = _heatmap(tb["heatmap"])
 
@@ -565,7 +574,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
                              highlight=RULE_NAMES["dominance"], x_title="rounds T",
                              y_title="F(T) − F*  (over all rounds)", color_title="principal",
                              title="Steering random Prisoner's Dilemmas to their optimal CEP")
-    out["steering"] = _recolor(out["steering"], names).configure_legend(labelLimit=330)
+    out["steering"] = _legend_below(_recolor(out["steering"], names))
 
     out["paths"] = _cooperation_chart(tb["paths"])
     return out
@@ -591,9 +600,8 @@ def _cooperation_chart(paths: pd.DataFrame) -> alt.TopLevelMixin:
         rule = alt.Chart(target).mark_rule(strokeDash=[5, 3], color="black").encode(y="p:Q")
         panels.append(alt.layer(line, rule).properties(width=250, height=200,
                                                       title=f"agent {i}"))
-    return alt.hconcat(*panels).properties(
-        title="Cooperation under each principal (base seed, longest run; dashed: recommended)"
-    ).configure_legend(orient="bottom", columns=2, labelLimit=330)
+    return _legend_below(alt.hconcat(*panels).properties(
+        title="Cooperation under each principal (base seed, longest run; dashed: recommended)"))
 
 
 def _recolor(chart: alt.TopLevelMixin, names: Sequence[str]) -> alt.TopLevelMixin:
