@@ -293,3 +293,16 @@ def test_explorer_recomputes_when_a_control_moves() -> None:
     second = w.result.to_dict()
     assert first != second and "known utilities" in str(second["title"])
     assert math.isfinite(float(str(second["title"]).split("F(T) = ")[1].split(",")[0]))
+
+
+def test_cep_payments_enforce_obedience_exactly_when_iterated_dominance_says_so() -> None:
+    from iclr_lab.online.utility_learning.experiments import MARGIN, _cep_payment_enforces
+
+    # canonical dilemma: the CEP pays 0.4, the sucker's loss is 0.6: not enough, and CEP-only fails
+    assert not _cep_payment_enforces(prisoners_dilemma(), MARGIN)
+    fails = steer(prisoners_dilemma(), Hedge(), T=3000, rule="oracle_cep", margin=MARGIN)
+    assert float(fails.obey) < 0.1
+    # a sucker's loss of 0.4 < 0.4 + margin: cooperating (paid) is dominant, and the agents obey
+    easy = prisoners_dilemma(sucker=-0.8)
+    assert _cep_payment_enforces(easy, MARGIN)
+    assert float(steer(easy, Hedge(), T=3000, rule="oracle_cep", margin=MARGIN).obey) > 0.5

@@ -16,6 +16,7 @@ result of this book. Four experiments, each on several seeds:
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -228,7 +229,7 @@ def _steering(sz: _Sizes, seeds: Sequence[int]) -> dict[str, pd.DataFrame]:
     from iclr_lab.core.progress import progress
 
     games = [random_prisoners_dilemma(np.random.default_rng([s, 3])) for s in seeds]
-    easy = {s: _cep_payment_is_dominant(g, MARGIN) for s, g in zip(seeds, games, strict=True)}
+    easy = {s: _cep_payment_enforces(g, MARGIN) for s, g in zip(seeds, games, strict=True)}
     batch = [g for g in games for _ in STEER_RULES]
     rules = [r for _ in games for r in STEER_RULES]
     objectives = np.stack([g.welfare() for g in batch])
@@ -243,7 +244,7 @@ def _steering(sz: _Sizes, seeds: Sequence[int]) -> dict[str, pd.DataFrame]:
                   "F_star": float(res.F_star[r]), "learn_rounds": int(res.learn_rounds[r]),
                   "eps_hat": float(res.eps_hat[r]), "error": float(res.error[r]),
                   "obey": float(res.obey[r]),
-                  "cep_dominant": easy[seeds[r // len(STEER_RULES)]]} for r in range(len(batch))]
+                  "cep_enforces": easy[seeds[r // len(STEER_RULES)]]} for r in range(len(batch))]
         if record:  # the base seed's strategy paths
             for row in res.paths:
                 r = int(row[0])
@@ -256,21 +257,36 @@ def _steering(sz: _Sizes, seeds: Sequence[int]) -> dict[str, pd.DataFrame]:
     return {"steering": pd.DataFrame(rows), "paths": pd.DataFrame(paths)}
 
 
-def _cep_payment_is_dominant(game: NormalFormGame, margin: float) -> bool:
-    """Whether the optimal CEP's own payment (plus ``margin``) already makes obeying strictly
-    dominant in ``game``: then CEP payments and dominance payments coincide in effect.
+def _cep_payment_enforces(game: NormalFormGame, margin: float) -> bool:
+    """Whether the optimal CEP's own payment (plus ``margin``) makes obeying every recommendation
+    the outcome of iterated strict dominance: some agents' obedience is strictly dominant, then,
+    with those agents obeying, other agents' obedience is, and so on until every agent obeys.
 
-    For a Prisoner's Dilemma steered to (C, C) this is ``temptation - reward + margin >
-    punishment - sucker``: the payment for cooperating covers the sucker's loss.
+    When it does, learners that start anywhere end up obeying, and the CEP's payments do what the
+    dominance payments do. For a Prisoner's Dilemma steered to (C, C) the test reads
+    ``temptation - reward + margin > punishment - sucker``: the payment covers the sucker's loss.
     """
     cep = optimal_cep(game, game.welfare())
-    n = game.n
+    n, shape = game.n, game.shape
     for d in zip(*np.nonzero(cep.mu > 1e-9), strict=True):
-        for i in range(n):
-            own = np.take(game.utilities[i], [d[i]], axis=i)
-            best = game.utilities[i].max(axis=i, keepdims=True)
-            if np.min(own + cep.payments[(i, *d)] + margin - best) <= 0:
-                return False
+        obeying: set[int] = set()
+        changed = True
+        while changed and len(obeying) < n:
+            changed = False
+            for i in set(range(n)) - obeying:
+                # the others' profiles still possible: the obeying agents play their recommendation
+                others = [[d[j]] if j in obeying else range(shape[j]) for j in range(n) if j != i]
+                worst = math.inf
+                for prof in itertools.product(*others):
+                    a = list(prof[:i]) + [d[i]] + list(prof[i:])
+                    devs = [game.utilities[(i, *a[:i], b, *a[i + 1:])] for b in range(shape[i])]
+                    paid = game.utilities[(i, *a)] + cep.payments[(i, *d)] + margin
+                    worst = min(worst, paid - max(devs))
+                if worst > 0:
+                    obeying.add(i)
+                    changed = True
+        if len(obeying) < n:
+            return False
     return True
 
 
@@ -474,7 +490,7 @@ def numbers(report: Report) -> dict[str, float]:
     wide = hi.pivot_table(index="seed", columns="rule", values="F")
     share = (wide[rule["oracle_cep"]] - wide[rule["none"]]) / (wide[rule["oracle"]]
                                                                - wide[rule["none"]])
-    easy = hi.drop_duplicates("seed").set_index("seed")["cep_dominant"].astype(bool)
+    easy = hi.drop_duplicates("seed").set_index("seed")["cep_enforces"].astype(bool)
     gap_lo_med = float(np.median(_gap(st, steer_T[0])))
     out.update({
         "hedge_slope_min": float(min(slopes)), "hedge_slope_max": float(max(slopes)),
