@@ -16,7 +16,13 @@ Light modules are re-exported here; the heavier helpers are imported from their 
 * :mod:`iclr_lab.core.widgets`: ipywidgets explorers (imports ipywidgets).
 * :mod:`iclr_lab.core.nn`: tiny torch model blocks and a training loop (imports torch).
 * :mod:`iclr_lab.core.collective`: the all-reduce interface of the distributed chapters, simulated
-  with threads or run on real ``torch.distributed`` processes (imports torch).
+  with threads or run on real ``torch.distributed`` processes, counting bytes and rounds per tensor
+  kind (imports torch).
+* :mod:`iclr_lab.core.worker_data`: per-worker data for the distributed chapters (digits split IID,
+  label-sorted or by Dirichlet; seeded quadratic and Rosenbrock toys).
+* :mod:`iclr_lab.core.languages`: a seeded synthetic Zipf-like language for tiny language models.
+* :mod:`iclr_lab.core.book`: gluing a report's numbers into a chapter (and into launch notebooks).
+* :mod:`iclr_lab.core.scoreboard`: every chapter's claims in one table.
 """
 
 from iclr_lab.core.registry import Chapter, chapter, chapters, load, reproduce

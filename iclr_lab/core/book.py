@@ -29,7 +29,9 @@ def glue_report(report: Report, **extra: Any) -> None:
     Keys: ``scorecard`` (the table; show it with ``{glue:} scorecard``), ``<claim>`` (the measured
     float; ``{glue:text}`<claim>:.3g```) and ``<claim>_status`` (markdown:
     ``{glue:md}`<claim>_status```). Keyword arguments glue further values (a chart to show
-    above the cell that made it, say) under their names.
+    above the cell that made it, say) under their names. A string is glued as Markdown: quote it
+    with ``{glue:md}`key``` (``{glue:text}`` would show its quotes), for example the name of the
+    optimizer that won.
 
     Outside the book build (Colab, plain Jupyter) myst-nb may be missing; the values are then only
     kept for :func:`glued` and :func:`show_markdown`.
@@ -54,7 +56,7 @@ def glue_report(report: Report, **extra: Any) -> None:
         glue(c.name, c.measured, display=False)
         glue(f"{c.name}_status", Markdown(f"**{c.status}**"), display=False)
     for key, value in extra.items():
-        glue(key, value, display=False)
+        glue(key, Markdown(value) if isinstance(value, str) else value, display=False)
 
 
 def _plain(value: Any) -> Any:

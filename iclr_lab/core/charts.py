@@ -23,7 +23,7 @@ Conventions every chapter gets from here:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,8 @@ import pandas as pd
 
 from iclr_lab.core.stats import loglog_slope, summarize_seeds
 
-__all__ = ["BASELINE_COLORS", "MAX_ROWS", "METHOD_COLORS", "curves", "loglog", "palette",
-           "reference_line", "save_chart", "sweep", "thin"]
+__all__ = ["BASELINE_COLORS", "FONT", "MAX_ROWS", "METHOD_COLORS", "curves", "loglog", "palette",
+           "recolor", "reference_line", "save_chart", "sweep", "thin"]
 
 #: Altair refuses to embed more rows than this; chapters thin their logs first (see :func:`thin`).
 MAX_ROWS = 5000
@@ -48,6 +48,16 @@ BASELINE_COLORS = ("#4c78a8", "#8c8c8c", "#72a17b", "#a48cb5", "#b7a16a", "#5b67
 
 Highlight = str | Sequence[str] | None
 
+#: One font with Greek letters and sub/superscript digits (alpha0, beta3, n = 1/(1-lambda)), so titles
+#: do not fall back to a serif face for one glyph in offline PNG renders (vl-convert).
+FONT = "DejaVu Sans, Verdana, Helvetica, Arial, sans-serif"
+
+
+@alt.theme.register("iclr_lab", enable=True)
+def _theme() -> alt.theme.ThemeConfig:
+    # Enabled when this module is imported, i.e. for every chart a chapter builds.
+    return {"config": {"font": FONT, "view": {"continuousWidth": WIDTH, "continuousHeight": HEIGHT}}}
+
 
 def _as_list(highlight: Highlight) -> list[str]:
     if highlight is None:
@@ -55,26 +65,58 @@ def _as_list(highlight: Highlight) -> list[str]:
     return [highlight] if isinstance(highlight, str) else list(highlight)
 
 
-def palette(names: Iterable[object], highlight: Highlight = None) -> alt.Scale:
+def palette(names: Iterable[object], highlight: Highlight = None,
+            colors: Mapping[str, str] | None = None) -> alt.Scale:
     """A colour scale for the series ``names``: the ``highlight`` ones (the paper's method and its
     variants) in :data:`METHOD_COLORS`, every other one in a muted :data:`BASELINE_COLORS` shade.
 
-    The domain keeps the order of ``names``, so legends list series as the chapter does.
+    ``colors`` fixes the colour of named series (a chapter's ``{method: colour}`` table), so a method
+    keeps its colour in every chart whichever other series a chart shows. The domain keeps the order
+    of ``names``, so legends list series as the chapter does.
     """
     hl = _as_list(highlight)
+    fixed = dict(colors or {})
     series = list(dict.fromkeys(str(n) for n in names))
     missing = [h for h in hl if h not in series]
     if missing:
         raise ValueError(f"highlight names {missing} are not among the series {series}")
-    colors, m, b = [], 0, 0
+    out, m, b = [], 0, 0
     for n in series:
-        if n in hl:
-            colors.append(METHOD_COLORS[m % len(METHOD_COLORS)])
+        if n in fixed:
+            out.append(fixed[n])
+        elif n in hl:
+            out.append(METHOD_COLORS[m % len(METHOD_COLORS)])
             m += 1
         else:
-            colors.append(BASELINE_COLORS[b % len(BASELINE_COLORS)])
+            out.append(BASELINE_COLORS[b % len(BASELINE_COLORS)])
             b += 1
-    return alt.Scale(domain=series, range=colors)
+    return alt.Scale(domain=series, range=out)
+
+
+def recolor(chart: alt.TopLevelMixin, colors: Mapping[str, str], *,
+            field: str | None = None) -> alt.TopLevelMixin:
+    """``chart`` with every colour and fill encoding (of ``field``, or of any field) mapped through the
+    fixed ``{series: colour}`` table, in every layer and panel; series missing from ``colors`` keep
+    their place in the legend with a muted colour. Use it on hand-made or composed charts so that a
+    method has one colour across the whole chapter."""
+    spec = chart.to_dict()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for channel in ("color", "fill", "stroke"):
+                enc = node.get(channel)
+                if isinstance(enc, dict) and "field" in enc and (field is None or enc["field"] == field):
+                    old = enc.get("scale", {}).get("domain") if isinstance(enc.get("scale"), dict) else None
+                    names = list(old) if isinstance(old, list) else list(colors)
+                    enc["scale"] = palette(names, colors=colors).to_dict()
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(spec)
+    return type(chart).from_dict(spec, validate=False)
 
 
 def _stroke(color: str | None, highlight: Highlight) -> dict[str, Any]:
@@ -134,12 +176,13 @@ def thin(df: pd.DataFrame, x: str, points: int = 120, log: bool = False) -> pd.D
 
 def _band_layers(data: pd.DataFrame, x: str, y: str, color: str | None, log_x: bool,
                  log_y: bool, *, x_title: str, y_title: str, color_title: str | None,
-                 highlight: Highlight, domain: list[float] | None = None) -> list[alt.Chart]:
+                 highlight: Highlight, domain: list[float] | None = None,
+                 colors: Mapping[str, str] | None = None) -> list[alt.Chart]:
     base = alt.Chart(data)
     yscale = _scale(log_y)
     if domain is not None:
         yscale = alt.Scale(type="log" if log_y else "linear", domain=domain, zero=False)
-    scale = palette(data[color].unique(), highlight) if color else None
+    scale = palette(data[color].unique(), highlight, colors) if color else None
     # The legend comes from the lines alone, so its symbols are not washed out by the bands.
     line_color = ({"color": alt.Color(f"{color}:N", title=color_title or color, scale=scale,
                                       legend=alt.Legend(symbolOpacity=1))} if color else {})
@@ -166,16 +209,18 @@ def _own_legends(chart: alt.LayerChart) -> alt.LayerChart:
 def curves(df: pd.DataFrame, *, x: str, y: str, color: str | None = None, seed: str = "seed",
            log_x: bool = False, log_y: bool = False, title: str = "", x_title: str | None = None,
            y_title: str | None = None, color_title: str | None = None,
-           highlight: Highlight = None) -> alt.LayerChart:
+           highlight: Highlight = None, colors: Mapping[str, str] | None = None) -> alt.LayerChart:
     """Mean of ``y`` against ``x`` per ``color`` group, with a min-max band over ``seed``.
 
     ``highlight`` names the paper's method (one or more ``color`` values): fixed colour, thick line.
+    ``colors`` fixes the colour of named groups (see :func:`palette`).
     """
     _check(df, [x, y, color])
     by = [c for c in (color, x) if c]
     data = summarize_seeds(df.assign(**{seed: df[seed] if seed in df else 0}), by, y, seed)
     layers = _band_layers(data, x, y, color, log_x, log_y, x_title=x_title or x,
-                          y_title=y_title or y, color_title=color_title, highlight=highlight)
+                          y_title=y_title or y, color_title=color_title, highlight=highlight,
+                          colors=colors)
     return _own_legends(alt.LayerChart(layer=layers, width=WIDTH, height=HEIGHT, title=title))
 
 
@@ -222,7 +267,7 @@ def sweep(df: pd.DataFrame, *, x: str, y: str, param: str, color: str | None = N
           seed: str = "seed", param_label: str | None = None, log_x: bool = False,
           log_y: bool = False, start: float | None = None, title: str = "",
           x_title: str | None = None, y_title: str | None = None, color_title: str | None = None,
-          highlight: Highlight = None) -> alt.LayerChart:
+          highlight: Highlight = None, colors: Mapping[str, str] | None = None) -> alt.LayerChart:
     """A chart of ``y`` against ``x`` for one value of ``param``, chosen with a slider on the page.
 
     The whole grid is embedded and Vega filters it in the browser, so the slider works on the static
@@ -247,7 +292,7 @@ def sweep(df: pd.DataFrame, *, x: str, y: str, param: str, color: str | None = N
     if log_y:
         lo = float(data.loc[data["lo"] > 0, "lo"].min())
     bands = _band_layers(data, x, y, color, log_x, log_y, x_title=x_title or x, y_title=y_title or y,
-                         color_title=color_title, highlight=highlight, domain=[lo, hi])
+                         color_title=color_title, highlight=highlight, domain=[lo, hi], colors=colors)
     layers = [layer.transform_filter(alt.datum.grid_point == slider) for layer in bands]
     labels = pd.DataFrame({"grid_point": range(len(values)),
                            "label": [f"{label} = {v:.4g}" for v in values]})

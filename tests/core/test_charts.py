@@ -112,3 +112,26 @@ def test_palette_and_reference_line():
     _render(chart)
     with pytest.raises(ValueError, match="axis"):
         charts.reference_line(1.0, axis="z")
+
+
+def test_fixed_colours_follow_a_method_into_every_chart(runs):
+    fixed = {"A": "#123456", "B": "#abcdef"}
+    d = charts.curves(runs[runs.lr == 1e-2], x="step", y="loss", color="method", colors=fixed).to_dict()
+    scale = d["layer"][1]["encoding"]["color"]["scale"]
+    assert dict(zip(scale["domain"], scale["range"], strict=True)) == fixed
+    import altair as alt
+
+    hand = alt.hconcat(alt.Chart(runs).mark_line().encode(x="step", y="loss", color="method:N"),
+                       alt.Chart(runs[runs.method == "B"]).mark_point().encode(
+                           x="step", y="loss", color=alt.Color("method:N", scale=alt.Scale(domain=["B"]))))
+    spec = charts.recolor(hand, fixed).to_dict()
+    left, right = spec["hconcat"]
+    assert left["encoding"]["color"]["scale"]["range"] == ["#123456", "#abcdef"]
+    assert right["encoding"]["color"]["scale"] == {"domain": ["B"], "range": ["#abcdef"]}, (
+        "a panel showing only B still draws it in B's colour")
+    _render(charts.recolor(hand, fixed))
+
+
+def test_charts_use_one_font_with_greek_letters(runs):
+    spec = charts.curves(runs, x="step", y="loss", color="method", y_title="α₀").to_dict()
+    assert spec["config"]["font"] == charts.FONT

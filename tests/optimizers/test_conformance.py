@@ -89,6 +89,12 @@ CONFIGS: dict[str, list[dict[str, Any]]] = {
         {"lr": 0.05, "beta": 0.8, "beta3": 0.5, "lr_cutoff": 10.0, "weight_decay": 0.05},
         {"lr": 0.05, "beta3": 0.5, "lr_cutoff": math.inf, "maximize": True},
     ],
+    # no weight decay: torch's own Adam with coupled decay is not exact on complex parameters
+    "DESLOC": [
+        {"lr": 1e-2, "clip": 0.01, "sync_periods": (2, 3, 4)},
+        {"lr": 1e-2, "clip": 0.01, "sync_periods": (2, math.inf, math.inf), "reset_states": True,
+         "amsgrad": True, "maximize": True},
+    ],
 }
 DEFAULT_CONFIG: dict[str, Any] = {"lr": 1e-2}
 
