@@ -116,7 +116,7 @@ def recolor(chart: alt.TopLevelMixin, colors: Mapping[str, str], *,
                 walk(value)
 
     walk(spec)
-    return type(chart).from_dict(spec, validate=False)
+    return type(chart).from_dict(spec, validate=False)  # type: ignore[attr-defined]
 
 
 def _stroke(color: str | None, highlight: Highlight) -> dict[str, Any]:
