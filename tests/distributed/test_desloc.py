@@ -325,3 +325,18 @@ def test_explorer_moves_its_chart():
     after = w.result.to_dict()
     assert before != after
     budget_chart(kx=16, ku_ratio=3, kv_ratio=6).to_dict()
+
+
+def test_drift_run_takes_every_window_and_stays_under_the_bounds():
+    """desloc-eq-drift on the digits network, over any K consecutive steps (clipped at rho = 0.05,
+    so that the bounds are tight enough to fail if clipping or the windows were wrong)."""
+    setup = DigitsSetup(steps=40, warmup=2, clip=0.05)
+    drift = tr.drift_run(setup, 0, (1, 4, 16))
+    assert (drift["drift"] <= drift["bound"] + 1e-9).all() and (drift["drift"] > 0).all()
+    assert (drift["drift"] / drift["bound"]).max() > 0.3  # the bounds bite
+
+
+def test_the_scorecard_states_the_headline_that_does_not_reproduce():
+    claims = {c.name: c for c in ex.reproduce("smoke", seed=0).claims}
+    match = claims["matches_local_adam"]
+    assert match.kind == "paper" and not match.expected and match.threshold == 1.0
