@@ -61,6 +61,15 @@ def test_true_win_probability_matches_simulation() -> None:
     assert G[0] == 0.0 and G[-1] == 1.0
 
 
+def test_a_shorter_stream_is_the_start_of_a_longer_one() -> None:
+    """Values and competing bids are drawn round by round, so runs of different horizons on one
+    seed share their first rounds (the rate experiment relies on it)."""
+    env = FirstPriceAuction()
+    v, d = env.sample(1000, np.random.default_rng(3))
+    v2, d2 = env.sample(250, np.random.default_rng(3))
+    assert np.array_equal(v[:250], v2) and np.array_equal(d[:250], d2)
+
+
 @pytest.mark.parametrize("reward", ["utility", "value"])
 def test_second_price_expected_cost_and_reward_match_simulation(reward) -> None:
     env = SecondPriceAuction(reward=reward)
@@ -121,43 +130,53 @@ def test_full_feedback_oracle_is_the_empirical_cdf() -> None:
 
 
 def _censored_oracle(env, rounds, c_conf, seed=5):
+    """An oracle fed ``rounds`` win-only outcomes of uniformly random grid bids; returns it, its
+    estimate, and the bids and competing bids it saw."""
     rng = np.random.default_rng(seed)
     _, d = env.sample(rounds, rng)
     bids = env.grid[rng.integers(1, env.grid.size, d.size)]
     oracle = CompetingBidOracle(env.grid.size, 1, env.oracle_kind)
     for b, x in zip(bids, d, strict=True):
         oracle.update(env.outcome(np.array([b]), 0.5, np.array([x])), env.step)
-    return oracle.estimate(np.array([c_conf]), np.array([float(rounds)]), 0.05)
+    est = oracle.estimate(np.array([c_conf]), np.array([float(rounds)]), 0.05)
+    return oracle, est, bids, d
 
 
-@pytest.mark.parametrize(("cls", "kind"), [(FirstPriceAuction, "current-status"),
-                                           (SecondPriceAuction, "right-censored")])
-def test_win_only_oracles_are_consistent_and_their_bands_hold_the_truth(cls, kind) -> None:
-    """Win-only feedback: the estimate converges to the true G, and with the DKW width
-    (c_conf = 1) the monotone band [G_hat - eps, G_hat + eps] contains it at every bid."""
-    env = cls(feedback="partial")
-    assert env.oracle_kind == kind
+def test_right_censored_oracle_is_consistent_and_its_band_holds_the_truth() -> None:
+    """Second price, win-only: the Kaplan-Meier estimate converges to the true G, and with the DKW
+    width (c_conf = 1) the monotone band [G_hat - eps, G_hat + eps] contains it at every bid."""
+    env = SecondPriceAuction(feedback="partial")
+    assert env.oracle_kind == "right-censored"
     truth = env.competing_cdf()
-    G, _ = _censored_oracle(env, 8000, 0.0)
+    _, (G, _), _, _ = _censored_oracle(env, 8000, 0.0)
     err = np.abs(G[0] - truth)[:70]  # bids above 0.7 win almost surely
     assert err.mean() < 0.02 and err.max() < 0.1
-    G, eps = _censored_oracle(env, 3000, 1.0)
+    _, (G, eps), _, _ = _censored_oracle(env, 3000, 1.0)
     assert np.all(np.diff(G[0] + eps[0]) >= -1e-12) and np.all(np.diff(G[0] - eps[0]) >= -1e-12)
     assert np.all(np.abs(G[0] - truth) <= eps[0] + 1e-12)
 
 
-def test_the_old_pooled_estimate_would_be_biased() -> None:
-    """Why current-status data is kept per bid: pooling a win at b_t as 'd <= b_j' for every
-    b_j >= b_t and a loss as 'd > b_j' for every b_j <= b_t over-counts wins at high bids."""
+def test_current_status_oracle_is_unbiased_where_pooling_would_not_be() -> None:
+    """First price, win-only: a round only says whether d <= b_t, so the oracle keeps the win rate
+    of each grid bid. Its errors are binomial noise (about one standard error on average), and with
+    the DKW width its monotone band contains the truth. Pooling the same rounds (a win at b_t counted
+    as 'd <= b_j' for every b_j >= b_t, a loss as 'd > b_j' for every b_j <= b_t) over-counts wins
+    at high bids: at b = 0.6 its error is several of its own standard errors."""
     env = FirstPriceAuction(feedback="partial")
-    rng = np.random.default_rng(0)
-    _, d = env.sample(20_000, rng)
-    b = env.grid[rng.integers(1, env.grid.size, d.size)]
+    assert env.oracle_kind == "current-status"
+    truth = env.competing_cdf()
+    oracle, (G, _), b, d = _censored_oracle(env, 8000, 0.0)
+    se = np.sqrt(truth * (1 - truth) / np.maximum(oracle.seen[0], 1.0))[1:70]
+    err = np.abs(G[0] - truth)[1:70]
+    assert err.mean() < 2.0 * np.sqrt(2 / np.pi) * se.mean()  # E|N(0, se)| = 0.8 se
     j = 60  # b_j = 0.6, true G ~ 0.98
     yes = ((b <= env.grid[j]) & (d <= b)).sum()
     seen = yes + ((b >= env.grid[j]) & (d > b)).sum()
-    per_bid = (d[b == env.grid[j]] <= env.grid[j]).mean()
-    assert abs(per_bid - env.competing_cdf()[j]) < abs(yes / seen - env.competing_cdf()[j])
+    pooled_se = np.sqrt(truth[j] * (1 - truth[j]) / seen)
+    assert abs(yes / seen - truth[j]) > 3.0 * pooled_se
+    _, (G, eps), _, _ = _censored_oracle(env, 3000, 1.0)
+    assert np.all(np.diff(G[0] + eps[0]) >= -1e-12) and np.all(np.diff(G[0] - eps[0]) >= -1e-12)
+    assert np.all(np.abs(G[0] - truth) <= eps[0] + 1e-12)
 
 
 def test_confidence_width_shrinks_and_is_capped() -> None:
@@ -230,7 +249,7 @@ def test_queues_are_non_negative_and_lookahead_queues_never_fall(queue) -> None:
         assert np.all(q >= 0)
         if queue == "lookahead":
             assert np.all(np.diff(q, axis=0) >= 0)
-    assert q.max() > 0  # the queues did move
+        assert q[:, 1].max() > 0, seed  # the ROI queues moved in this run
 
 
 def test_the_bid_maximises_the_score_and_feasible_bids_pay_no_penalty() -> None:
@@ -248,6 +267,28 @@ def test_the_bid_maximises_the_score_and_feasible_bids_pay_no_penalty() -> None:
         free = (la["d_rho"] == 0) & (la["d_gamma"] == 0)
         assert np.allclose(la["score"][free], la["r_hat"][free])
         policy.update(env.outcome(b, v[t], d[t]))
+
+
+def test_mean_field_histogram_rounds_to_the_nearest_bid_and_lookahead_has_no_side_effect() -> None:
+    """``mode="meanfield"``: the constraint terms average over the contexts seen so far and the
+    current one, each rounded to the *nearest* grid point; calling ``lookahead`` twice gives the
+    same terms, and only ``update`` adds the round's context to the history."""
+    env = FirstPriceAuction()
+    policy = L2FOB(rho=0.01, gamma=1.8, mode="meanfield").start(env, 100)
+    first = policy.lookahead(env, np.array([0.604]))
+    again = policy.lookahead(env, np.array([0.604]))
+    assert all(np.array_equal(first[k], again[k]) for k in first)
+    assert policy._hist.sum() == 0
+    for v, d in ((0.604, 0.3), (0.396, 0.5), (0.6049, 0.45)):
+        b = policy.bid(v)
+        policy.update(env.outcome(b, v, d))
+    assert policy._hist[0, 60] == 2 and policy._hist[0, 40] == 1 and policy._hist.sum() == 3
+    # the terms equal the point terms averaged over the rounded contexts, current one included
+    G, eps = policy.oracle.estimate(policy.c_conf, policy.T, policy.alpha)
+    la = policy.lookahead(env, np.array([0.5]))
+    rs, cs = zip(*(env.optimistic(x, G, eps) for x in (0.6, 0.4, 0.6, 0.5)), strict=True)
+    short = 1.8 * np.mean(cs, axis=0) - np.mean(rs, axis=0)
+    assert np.allclose(la["short"], short)
 
 
 def test_without_constraints_l2fob_bids_the_best_response() -> None:
@@ -356,7 +397,7 @@ def test_the_paper_setting_binds_the_roi_target() -> None:
     assert paper.roi_binds and not paper.budget_binds
     assert tight.budget_binds and not tight.roi_binds
     assert high.roi_binds and not high.budget_binds
-    assert 10_000 * paper.nu == pytest.approx(172.8, abs=0.5)
+    assert 10_000 * paper.nu == pytest.approx(172.45, abs=0.01)  # 172.85 with 200 values
 
 
 # ------------------------------------------------------------------ bad arguments
@@ -370,7 +411,7 @@ def test_the_paper_setting_binds_the_roi_target() -> None:
     (lambda: L2FOB(eta_gamma=0.0), "eta_gamma"),
     (lambda: L2FOB(eta_rho=[0.6, -1.0]), "eta_rho"),
     (lambda: L2FOB(c_conf=-0.1), "c_conf"),
-    (lambda: L2FOB(delta=1.0), "delta"),
+    (lambda: L2FOB(alpha=1.0), "alpha"),
     (lambda: L2FOB(mode="expected"), "mode"),
     (lambda: L2FOB(queue="fifo"), "queue"),
     (lambda: L2FOB(eta_gamma=[0.6, 6.0], queue=["signed"] * 3), "queue"),
@@ -440,10 +481,21 @@ def smoke():
 def test_reproduce_smoke_reports_every_claim_kind(smoke) -> None:
     kinds = {c.kind for c in smoke.claims}
     assert kinds == {"paper", "theorem", "derivation", "sanity"}
-    assert all(len(c.per_seed) == 2 for c in smoke.claims if c.kind != "theorem")
+    per_run = {"regret_slope", "violation_slope", "budget_never_overspent"}
+    assert all(len(c.per_seed) == 2 for c in smoke.claims if c.name not in per_run)
     runs = smoke.tables["runs"]
     assert set(runs["setting"]) == {"paper", "tight budget", "high ROI target"}
     assert runs.groupby(["method", "setting"]).size().nunique() == 1  # every grid on every setting
     assert all(len(t) < 5000 for t in smoke.tables.values())
+    # the extra runs: L2FOB at every confidence width in two settings, the primal-dual bidder once
+    extra = smoke.tables["extra"]
+    assert extra.loc[extra["method"] == "L2FOB"].groupby("setting")["c_conf"].nunique().eq(5).all()
+    assert (smoke.tables["summary"]["which"] == "past the grid").sum() == 1
+    # the rate experiment at the main horizon repeats the main experiment's L2FOB exactly
+    rates, runs = smoke.tables["rates"], smoke.tables["runs"]
+    T = int(runs["T"].iloc[0])
+    main = rates[(rates["method"] == "L2FOB (look-ahead queue)") & (rates["T"] == T)]
+    same = runs[(runs["method"] == "L2FOB") & (runs["setting"] == "paper") & (runs["step"] == 0.6)]
+    assert np.allclose(main.sort_values("seed")["reward"], same.sort_values("seed")["reward"])
     charts = smoke.charts()
     assert {"tradeoff", "trajectories", "robustness", "rates", "eta_sweep", "anatomy"} <= set(charts)

@@ -57,6 +57,9 @@ __all__ = [
 REWARDS = ("utility", "value")
 FEEDBACKS = ("full", "partial")
 ORACLE_KINDS = ("full", "right-censored", "current-status")
+#: L2FOB's default confidence width (a twentieth of the DKW width) and confidence level
+C_CONF = 0.05
+ALPHA = 0.05
 
 # ----------------------------------------------------------------------------------------------
 # Auctions
@@ -134,10 +137,15 @@ class Auction:
     # -- the world ---------------------------------------------------------------------------
 
     def sample(self, T: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """``T`` values and ``T`` highest competing bids, i.i.d. clipped normals."""
+        """``T`` values and ``T`` highest competing bids, i.i.d. clipped normals.
+
+        The draws come in pairs, round by round, so the first ``T'`` rounds of a stream of length
+        ``T > T'`` are the stream of length ``T'`` drawn from the same generator state.
+        """
         T = check_int("T", T, 1)
-        v = np.clip(rng.normal(self.value_mean, self.value_sd, T), 0.0, 1.0)
-        d = np.clip(rng.normal(self.competing_mean, self.competing_sd, T), 0.0, 1.0)
+        z = rng.standard_normal((T, 2))  # row t: (value, competing bid) of round t
+        v = np.clip(self.value_mean + self.value_sd * z[:, 0], 0.0, 1.0)
+        d = np.clip(self.competing_mean + self.competing_sd * z[:, 1], 0.0, 1.0)
         return v, d
 
     def payment(self, bid: np.ndarray, competing: np.ndarray) -> np.ndarray:
@@ -322,7 +330,7 @@ class CompetingBidOracle:
       ``d``), so each grid bid keeps the win rate of the rounds that bid exactly it.
 
     Updating costs ``O(n)`` per bidder and round. The confidence width at ``b_j`` is the DKW bound
-    with a union over the horizon, ``eps_j = c_conf sqrt(ln(2T/delta) / (2 n_j))`` (capped at 1), with
+    with a union over the horizon, ``eps_j = c_conf sqrt(ln(2T/alpha) / (2 n_j))`` (capped at 1), with
     ``n_j`` the rounds informative at ``b_j``. Under win-only feedback the band
     ``[G_hat - eps, G_hat + eps]`` is then tightened with the monotonicity of ``G`` (the upper bound
     at ``b_j`` is the least upper bound at any ``b_i >= b_j``, the lower one the largest lower bound
@@ -363,7 +371,7 @@ class CompetingBidOracle:
         np.add.at(self.yes, (self._rows[shown], j[shown]), 1.0)
 
     def estimate(self, c_conf: np.ndarray, horizon: np.ndarray,
-                 delta: float) -> tuple[np.ndarray, np.ndarray]:
+                 alpha: float) -> tuple[np.ndarray, np.ndarray]:
         """``(G_hat, eps)``, both of shape ``(K, n)`` (``eps`` may be a read-only broadcast view);
         ``G_hat(0) = 0`` (a zero bid never wins)."""
         if self.kind == "full":  # every round informs every bid: one count per bidder
@@ -371,7 +379,7 @@ class CompetingBidOracle:
             m1 = np.maximum(n1, 1.0)
             G1: np.ndarray = self.yes / m1
             G1[:, 0] = 0.0
-            w = np.sqrt(np.log(2.0 * horizon / delta)[:, None] / (2.0 * m1))
+            w = np.sqrt(np.log(2.0 * horizon / alpha)[:, None] / (2.0 * m1))
             e = np.minimum(1.0, np.where(n1 > 0, c_conf[:, None] * w, 1.0))
             return G1, np.broadcast_to(e, G1.shape)
         n = self.seen
@@ -382,7 +390,7 @@ class CompetingBidOracle:
             G = 1.0 - np.cumprod(1.0 - hazard, axis=1)
         else:
             G = np.where(n > 0, self.yes / m, 0.0)
-        width = np.sqrt(np.log(2.0 * horizon / delta)[:, None] / (2.0 * m))
+        width = np.sqrt(np.log(2.0 * horizon / alpha)[:, None] / (2.0 * m))
         eps = np.minimum(1.0, np.where(n > 0, c_conf[:, None] * width, 1.0))
         # win-only feedback: tighten the band with the monotonicity of G
         up = np.minimum.accumulate(np.minimum(G + eps, 1.0)[:, ::-1], axis=1)[:, ::-1]
@@ -396,6 +404,11 @@ class CompetingBidOracle:
 # ----------------------------------------------------------------------------------------------
 # Bidders
 # ----------------------------------------------------------------------------------------------
+
+
+def _nearest(x: np.ndarray, step: float, n: int) -> np.ndarray:
+    """Index of the grid point nearest to each ``x`` (the mean-field histogram of the contexts)."""
+    return np.clip(np.rint(x / step), 0, n - 1).astype(int)
 
 
 def _as_bank(name: str, value: ArrayLike, low: float, high: float = math.inf, *,
@@ -524,7 +537,8 @@ class L2FOB(BiddingPolicy):
         eta_rho, eta_gamma: queue steps (the paper's experiments use 0.6); ``> 0``.
         c_conf: scale of the confidence width of ``l2fob-eq-estimates`` (1 is the DKW bound, 0 the
             point estimate); ``>= 0``.
-        delta: confidence level of the width, in ``(0, 1)``.
+        alpha: confidence level of the width (the bands hold with probability ``1 - alpha``), in
+            ``(0, 1)``.
         mode: ``"point"`` (the constraint terms at the current context, as in the paper's
             experiments) or ``"meanfield"`` (averaged over the contexts seen so far, as in its
             theory).
@@ -534,13 +548,13 @@ class L2FOB(BiddingPolicy):
     """
 
     def __init__(self, *, rho: ArrayLike = 0.01, gamma: ArrayLike = 1.8, eta_rho: ArrayLike = 0.6,
-                 eta_gamma: ArrayLike = 0.6, c_conf: ArrayLike = 0.05, delta: float = 0.05,
+                 eta_gamma: ArrayLike = 0.6, c_conf: ArrayLike = C_CONF, alpha: float = ALPHA,
                  mode: str = "point", queue: str | Sequence[str] = "lookahead") -> None:
         super().__init__(rho=rho, gamma=gamma, eta_rho=eta_rho, eta_gamma=eta_gamma, c_conf=c_conf)
         self.eta_rho = self._bank(_as_bank("eta_rho", eta_rho, 0.0, low_open=True))
         self.eta_gamma = self._bank(_as_bank("eta_gamma", eta_gamma, 0.0, low_open=True))
         self.c_conf = self._bank(_as_bank("c_conf", c_conf, 0.0))
-        self.delta = check_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+        self.alpha = check_range("alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
         self.mode = check_choice("mode", mode, ("point", "meanfield"))
         rules = [queue] if isinstance(queue, str) else list(queue)
         for rule in rules:
@@ -555,16 +569,19 @@ class L2FOB(BiddingPolicy):
         self._hist = np.zeros((self.K, self._check_started().grid.size))
         self._next_rho = np.zeros(self.K)
         self._next_gamma = np.zeros(self.K)
+        self._value = np.zeros(self.K)
 
     def lookahead(self, auction: Auction, v: np.ndarray) -> dict[str, np.ndarray]:
         """Every term of ``l2fob-eq-score`` for every candidate bid (arrays of shape ``(K, n)``):
         ``r_hat``, the predicted overspend ``d_rho`` and ROI shortfall ``d_gamma``, the look-ahead
         queues ``Q_rho`` and ``Q_gamma``, and the ``score``."""
-        G, eps = self.oracle.estimate(self.c_conf, self.T, self.delta)
+        G, eps = self.oracle.estimate(self.c_conf, self.T, self.alpha)
         r_hat, c_check = auction.optimistic(v[:, None], G, eps)
         if self.mode == "meanfield":
-            self._hist[np.arange(self.K), self.oracle.cell(v, auction.step)] += 1.0
-            mr, mc = auction.mean_optimistic(value_moments(self._hist, auction.grid), G, eps)
+            # the contexts seen so far and the current one (added to the state in update())
+            hist = self._hist.copy()
+            hist[np.arange(self.K), _nearest(v, auction.step, hist.shape[1])] += 1.0
+            mr, mc = auction.mean_optimistic(value_moments(hist, auction.grid), G, eps)
         else:
             mr, mc = r_hat, c_check
         over = mc - self.rho[:, None]         # predicted overspend (signed)
@@ -591,6 +608,7 @@ class L2FOB(BiddingPolicy):
     def bid(self, value: ArrayLike) -> np.ndarray:
         """The bids of this round (see :meth:`BiddingPolicy.bid`), and the queues they would leave."""
         bids = super().bid(value)
+        self._value = np.broadcast_to(np.asarray(value, dtype=float), (self.K,)).copy()
         k, j = np.arange(self.K), self._last
         la, signed = self._la, self.signed
         self._next_rho = np.where(signed, np.maximum(0.0, self.q_rho + self.eta_rho * la["over"][k, j]),
@@ -603,6 +621,9 @@ class L2FOB(BiddingPolicy):
     def _learn(self, fb: Feedback) -> None:
         # the queues move with the submitted bid's predicted violation, not the realised one
         self.q_rho, self.q_gamma = self._next_rho, self._next_gamma
+        if self.mode == "meanfield":  # the context of this round joins the empirical distribution
+            step = self._check_started().step
+            self._hist[np.arange(self.K), _nearest(self._value, step, self._hist.shape[1])] += 1.0
 
     def state(self) -> dict[str, np.ndarray]:
         """The virtual queues ``Q_rho(t)`` and ``Q_gamma(t)``."""
