@@ -488,6 +488,7 @@ def numbers(report: Report) -> dict[str, float]:
     L_claim = 256 if 256 in Ls else Ls[-1]
     shared = two[(two["signals"] == SIGNAL_NAMES["shared"]) & (two["L"] == L_claim)]["error"]
     wide = hi.pivot_table(index="seed", columns="rule", values="F")
+    wide_lo = st[st["T"] == steer_T[0]].pivot_table(index="seed", columns="rule", values="F")
     share = (wide[rule["oracle_cep"]] - wide[rule["none"]]) / (wide[rule["oracle"]]
                                                                - wide[rule["none"]])
     easy = hi.drop_duplicates("seed").set_index("seed")["cep_enforces"].astype(bool)
@@ -501,6 +502,7 @@ def numbers(report: Report) -> dict[str, float]:
         "share_easy_min": float(share[easy].min()) if easy.any() else math.nan,
         "share_hard_max": float(share[~easy].max()) if (~easy).any() else math.nan,
         "learned_cep_vs_dom": float((wide[rule["cep"]] - wide[rule["dominance"]]).abs().max()),
+        "learned_cep_minus_dom_lo": float((wide_lo[rule["cep"]] - wide_lo[rule["dominance"]]).median()),
         "gap_lo": gap_lo_med, "four_eps_hi": 4 * med(dom_hi, "eps_hat"),
         "eps_over_error_hi": float((dom_hi["eps_hat"] / dom_hi["error"]).median()),
         "probe_Tmax": med(probe[(probe["agent"] == "Hedge") & (probe["T"] == sz_T[-1])]),
@@ -546,7 +548,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     main = curves(s, x="T", y="error", color="series", log_x=True, log_y=True,
                   highlight=order[:2], x_title="rounds T", y_title="error max_a |û_a − u_a|",
                   color_title="principal, agent",
-                  title="One agent: paying against it vs naive probing (median, range over seeds)")
+                  title="One agent: paying against it vs naive probing (mean, range over seeds)")
     # a line of slope -1/2 through Algorithm 1's median error at the smallest T (the theorem's rate)
     Ts = np.array(sorted(s["T"].unique()), dtype=float)
     start = float(s[(s["method"] == ALG1) & (s["T"] == Ts[0])]["error"].median())
@@ -554,7 +556,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     slope = alt.Chart(ref).mark_line(strokeDash=[6, 4], color="black").encode(x="T:Q", y="error:Q")
     label = alt.Chart(ref.tail(1).assign(text="slope −1/2")).mark_text(
         align="right", dy=14, fontSize=11).encode(x="T:Q", y="error:Q", text="text:N")
-    out["single_error"] = _legend_below(alt.layer(main, slope, label))
+    out["single_error"] = _legend_below(_x_ticks(alt.layer(main, slope, label), "T", Ts.tolist()))
 
     tr = tb["trace"]
     lines = alt.Chart(tr).mark_line().encode(
@@ -571,16 +573,17 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
 
     hs = tb["single"]
     hs = hs[hs["agent"] == "Hedge, head start"].assign(series=lambda d: d["method"])
-    out["headstart"] = _legend_below(curves(hs, x="T", y="error", color="series", log_x=True, log_y=True,
-                              highlight=ALG1, x_title="rounds T", y_title="error max_a |û_a − u_a|",
-                              color_title="principal",
-                              title=f"A Hedge agent with a {HEAD_START}-round head start"))
+    out["headstart"] = _legend_below(_x_ticks(curves(
+        hs, x="T", y="error", color="series", log_x=True, log_y=True, highlight=ALG1,
+        x_title="rounds T", y_title="error max_a |û_a − u_a|", color_title="principal",
+        title=f"A Hedge agent with a {HEAD_START}-round head start (mean, range over seeds)"),
+        "T", Ts.tolist()))
 
     two = tb["two_agent"]
     out["two_agent"] = _legend_below(curves(two, x="L", y="error", color="signals", log_x=True, log_y=True,
                               highlight=SIGNAL_NAMES["shared"], x_title="rounds per phase L",
                               y_title="error up to strategic equivalence", color_title="signals",
-                              title="Two agents, random 3×3 games (median and range over seeds)"))
+                              title="Two agents, random 3×3 games (mean and range over seeds)"))
 
     out["heatmap"] = _heatmap(tb["heatmap"])
 
@@ -605,19 +608,44 @@ def _cooperation_chart(paths: pd.DataFrame) -> alt.TopLevelMixin:
     names = [n for n in RULE_NAMES.values() if n in set(paths["rule"])]
     scale = _rule_colors(names)
     panels = []
+    method = RULE_NAMES["dominance"]
     for i in (1, 2):
         df = paths[["rule", "t", f"x{i}"]].rename(columns={f"x{i}": "p"})
-        line = alt.Chart(df).mark_line(strokeWidth=2).encode(
-            x=alt.X("t:Q", scale=alt.Scale(type="log", nice=False), title="round t"),
-            y=alt.Y("p:Q", scale=alt.Scale(domain=[0, 1]), title="P(cooperate)"),
-            color=alt.Color("rule:N", title="principal", scale=scale),
-            tooltip=["rule", "t", alt.Tooltip("p:Q", format=".3f")])
+
+        def line(data: pd.DataFrame, width: float) -> alt.Chart:
+            return alt.Chart(data).mark_line(strokeWidth=width).encode(
+                x=alt.X("t:Q", scale=alt.Scale(type="log", nice=False), title="round t"),
+                y=alt.Y("p:Q", scale=alt.Scale(domain=[0, 1]), title="P(cooperate)"),
+                color=alt.Color("rule:N", title="principal", scale=scale),
+                tooltip=["rule", "t", alt.Tooltip("p:Q", format=".3f")])
+
         target = pd.DataFrame({"p": [float(paths[f"target{i}"].iloc[0])]})
         rule = alt.Chart(target).mark_rule(strokeDash=[5, 3], color="black").encode(y="p:Q")
-        panels.append(alt.layer(line, rule).properties(width=250, height=200,
-                                                      title=f"agent {i}"))
+        # the book's rule last and thinner, so that the learned CEP rule it overlaps stays visible
+        panels.append(alt.layer(line(df[df["rule"] != method], 3.5), line(df[df["rule"] == method], 1.5),
+                                rule).properties(width=250, height=200, title=f"agent {i}"))
     return _legend_below(alt.hconcat(*panels).properties(
         title="Cooperation under each principal (base seed, longest run; dashed: recommended)"))
+
+
+def _x_ticks(chart: alt.TopLevelMixin, field: str, values: Sequence[float]) -> alt.TopLevelMixin:
+    """``chart`` with the x axis of ``field`` ticked at ``values`` only (the horizons run), so that
+    a log axis does not print colliding labels such as 5,000 and 6,000."""
+    spec = chart.to_dict()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            enc = node.get("encoding")
+            if isinstance(enc, dict) and isinstance(enc.get("x"), dict) and enc["x"].get("field") == field:
+                enc["x"]["axis"] = {**(enc["x"].get("axis") or {}), "values": list(values)}
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(spec)
+    return type(chart).from_dict(spec, validate=False)  # type: ignore[attr-defined]
 
 
 def _recolor(chart: alt.TopLevelMixin, names: Sequence[str]) -> alt.TopLevelMixin:
