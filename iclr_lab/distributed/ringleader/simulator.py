@@ -1,0 +1,625 @@
+"""An event-driven simulator of asynchronous SGD on heterogeneous workers, and the six methods.
+
+The server and ``n`` workers share nothing but messages. A worker that is sent a point computes one
+stochastic gradient there and returns it after a time drawn from a time model
+(:mod:`~iclr_lab.distributed.ringleader.timing`). The simulator keeps a heap of the workers' finish
+times; a method is a plain loop that asks for the next arrival and decides what to do with it
+(``ringleader-eq-update``):
+
+* :func:`ringleader`: Ringleader ASGD (the paper's method);
+* :func:`malenia`: Malenia SGD (synchronous rounds, in-flight work discarded at each update);
+* :func:`rennala`: Rennala SGD (a fixed batch from whoever is fastest; for identical data only);
+* :func:`ia2sgd`: IA²SGD (a table of each worker's latest gradient, an update per arrival);
+* :func:`naive_asgd`: asynchronous SGD (an update per arrival, with that gradient alone);
+* :func:`minibatch_sgd`: synchronous minibatch SGD (one gradient per worker, everyone waits).
+
+Two details matter for faithful simulation. The gradient is evaluated at the point the worker was
+*sent*, not at the server's point when it arrives. Ties between finish times are broken by a global
+sequence number (first dispatched, first served), never by the worker's index.
+
+The model ``x`` is a batch of rows, one per step size: the arrival schedule never depends on the
+iterates, so one pass of the event loop runs a whole grid of step sizes. Each computed gradient
+draws one noise vector, shared by every row of the batch (common random numbers).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.distributed.ringleader.timing import TimeModel
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["METHODS", "GradientTable", "Horizon", "Problem", "Quadratic", "Simulator", "ia2sgd", "malenia",
+           "minibatch_sgd", "naive_asgd", "rennala", "ringleader", "run_method", "simulate",
+           "theory_step"]
+
+
+class Problem(Protocol):
+    """What the simulator needs from a problem (``iclr_lab.core.worker_data.QuadraticToy`` is one).
+
+    ``grad(x, rank)`` is worker ``rank``'s exact gradient and ``grad(x)`` the global one, for ``x``
+    of shape ``(..., dim)``; a stochastic gradient adds ``noise`` times a standard normal vector.
+    """
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def n_workers(self) -> int: ...
+
+    @property
+    def noise(self) -> float: ...
+
+    @property
+    def x0(self) -> np.ndarray: ...
+
+    def grad(self, x: Any, rank: int | None = None) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Quadratic:
+    r"""The heterogeneous quadratic of ``ringleader-eq-quadratic``: worker ``i`` holds
+    :math:`f_i(x) = \tfrac12 (x - c_i)^\top \mathrm{diag}(\lambda) (x - c_i)`.
+
+    The numbers come from :class:`iclr_lab.core.worker_data.QuadraticToy` (:meth:`from_toy`); this
+    class only evaluates them without per-call argument checks, because the simulator calls
+    :meth:`grad` once per gradient, hundreds of thousands of times.
+    """
+
+    eigenvalues: np.ndarray
+    centers: np.ndarray
+    x_star: np.ndarray
+    x0: np.ndarray
+    noise: float
+
+    @classmethod
+    def from_toy(cls, toy: Any) -> Quadratic:
+        """The quadratic of a ``QuadraticToy`` (its eigenvalues, centres, optimum, start, noise)."""
+        return cls(np.asarray(toy.eigenvalues, float), np.asarray(toy.centers, float),
+                   np.asarray(toy.x_star, float), np.asarray(toy.x0, float), float(toy.noise))
+
+    @property
+    def dim(self) -> int:
+        return int(self.eigenvalues.size)
+
+    @property
+    def n_workers(self) -> int:
+        return int(self.centers.shape[0])
+
+    def grad(self, x: Any, rank: int | None = None) -> Any:
+        """Worker ``rank``'s gradient, or the global one (``rank=None``), at ``x`` of shape
+        ``(..., dim)``."""
+        c = self.x_star if rank is None else self.centers[rank]
+        return self.eigenvalues * (x - c)
+
+    def with_noise(self, noise: float) -> Quadratic:
+        """The same quadratic with gradient noise of standard deviation ``noise`` per coordinate."""
+        return Quadratic(self.eigenvalues, self.centers, self.x_star, self.x0,
+                         check_range("noise", noise, 0.0))
+
+
+class Horizon(Exception):  # noqa: N818 - it is a signal, not an error
+    """Raised inside a method's loop when the next arrival would come after the horizon."""
+
+
+@dataclass
+class _Job:
+    point: np.ndarray  # the model rows the worker was sent (never mutated: updates make new arrays)
+    k: int  # the iteration of that point
+    start: float
+    version: int
+
+
+class Simulator:
+    """The event loop that every method runs on.
+
+    A method talks to the workers through :meth:`send` (start worker ``i`` at the current model),
+    :meth:`restart` (start it again at the point it already holds), :meth:`discard` (drop its
+    gradient in flight), :meth:`arrival` (wait for the next gradient) and :meth:`update` (one
+    model update ``x <- x - step * direction``, ``ringleader-eq-update``). The simulator counts
+    everything the chapter's invariants are about: gradients computed and discarded, idle time,
+    delays, rounds, and the bytes sent each way.
+
+    Args:
+        problem: the objective (:class:`Problem`).
+        times: the time model; its ``n`` must equal ``problem.n_workers``.
+        steps: one step size per row of the model batch (each > 0).
+        horizon: the simulated time at which the run stops (> 0).
+        seed: seeds the time noise and the gradient noise, one stream per worker each.
+        checkpoints: number of equally spaced times in ``[0, horizon]`` at which ``||grad f||^2``
+            (``ringleader-eq-metric``) and the bytes sent so far are recorded.
+        record_jobs: keep one record per gradient (worker, start, end, fate) for timeline charts.
+        diverged: a row whose ``||grad f||^2`` exceeds this multiple of its start value is stopped
+            (its step set to 0) and recorded as NaN from then on.
+    """
+
+    def __init__(self, problem: Problem, times: TimeModel, steps: float | Sequence[float] | np.ndarray,
+                 horizon: float, *, seed: int = 0, checkpoints: int = 200, record_jobs: bool = False,
+                 diverged: float = 1e8) -> None:
+        self.problem = problem
+        self.n = check_int("problem.n_workers", problem.n_workers, 1)
+        if times.n != self.n:
+            raise ValueError(f"times must describe {self.n} workers (problem.n_workers), got {times.n}")
+        self.times = times
+        steps_ = np.atleast_1d(np.asarray(steps, dtype=float))
+        if steps_.ndim != 1 or not steps_.size:
+            raise ValueError(f"steps must be a number or a 1-D sequence, got shape {steps_.shape}")
+        for s in steps_:
+            check_range("step", float(s), 0.0, math.inf, low_open=True)
+        self.steps = steps_
+        self._step_col = steps_[:, None].copy()
+        self.horizon = check_range("horizon", horizon, 0.0, math.inf, low_open=True)
+        seed = check_int("seed", seed, 0)
+        self.noise = check_range("problem.noise", problem.noise, 0.0)
+        self.dim = check_int("problem.dim", problem.dim, 1)
+        self.x0 = np.asarray(problem.x0, dtype=float)
+        self.x = np.tile(self.x0, (steps_.size, 1))
+        self.k = 0
+        self.now = 0.0
+        self._heap: list[tuple[float, int, int, int]] = []
+        self._seq = 0
+        self._jobs: list[_Job | None] = [None] * self.n
+        self._version = [0] * self.n
+        self._held = [-1] * self.n  # the iteration of the point each worker holds (-1: none yet)
+        self._held_point: list[np.ndarray | None] = [None] * self.n
+        self._free_since = [0.0] * self.n
+        self._time_rng = [np.random.default_rng([seed, 1, i]) for i in range(self.n)]
+        self._noise_rng = [np.random.default_rng([seed, 2, i]) for i in range(self.n)]
+        # counters
+        self.computed = 0  # gradients delivered to the server
+        self.discarded = 0  # gradients dropped before they were delivered
+        self.uploads = 0
+        self.downloads = 0
+        self.idle = np.zeros(self.n)  # seconds each worker spent waiting for work
+        self.wasted = np.zeros(self.n)  # seconds spent on gradients that were discarded
+        self.delay_counts = np.zeros(1, dtype=np.int64)  # histogram of the delays used in updates
+        self.round_ends: list[tuple[float, int, float]] = []  # (time, k, smallest harmonic batch)
+        self._round_harmonic = math.inf
+        # records at the checkpoints
+        check_int("checkpoints", checkpoints, 1)
+        self.checkpoint_times = np.linspace(0.0, self.horizon, checkpoints + 1)
+        self.grad_sq = np.full((steps_.size, checkpoints + 1), np.nan)
+        self.sent_bytes = np.zeros(checkpoints + 1)
+        self._c = 0
+        self._limit = check_range("diverged", diverged, 1.0) * self._grad_sq(self.x).max()
+        self.stopped = np.zeros(steps_.size, dtype=bool)
+        self.jobs: list[dict[str, Any]] | None = [] if record_jobs else None
+        self.update_times: list[float] = []
+        self._last: dict[str, Any] | None = None
+
+    # --- what a method calls -------------------------------------------------------------------
+
+    def send(self, i: int) -> None:
+        """Send the current model to worker ``i`` and start it on a gradient there."""
+        if self._held[i] != self.k:  # a worker that already holds this point is not sent it again
+            self.downloads += 1
+            self._held[i] = self.k
+            self._held_point[i] = self.x
+        self._start(i)
+
+    def restart(self, i: int) -> None:
+        """Start worker ``i`` on another gradient at the point it already holds (nothing is sent)."""
+        if self._held_point[i] is None:
+            raise RuntimeError(f"worker {i} holds no point yet: send() it one first")
+        self._start(i)
+
+    def discard(self, i: int) -> None:
+        """Drop worker ``i``'s gradient in flight, if any (Malenia, Rennala, minibatch restarts)."""
+        job = self._jobs[i]
+        if job is None:
+            return
+        self._version[i] += 1  # its heap entry is now stale and is skipped when it comes up
+        self._jobs[i] = None
+        self._free_since[i] = self.now
+        self.discarded += 1
+        self.wasted[i] += self.now - job.start
+        if self.jobs is not None:
+            self.jobs.append({"worker": i, "start": job.start, "end": self.now, "fate": "discarded",
+                              "k": job.k})
+
+    def arrival(self) -> tuple[int, np.ndarray, int]:
+        """Wait for the next gradient: ``(worker, gradient rows, iteration of its point)``.
+
+        The gradient is evaluated now, lazily, at the point the worker was sent. Raises
+        :class:`Horizon` when the next gradient would arrive after the horizon.
+        """
+        heap = self._heap
+        while True:
+            if not heap:
+                raise RuntimeError("no worker is computing: the method would wait forever")
+            t, _, i, version = heap[0]
+            if version != self._version[i]:
+                heapq.heappop(heap)
+                continue
+            if t > self.horizon:
+                self._record_until(self.horizon, inclusive=True)
+                raise Horizon
+            heapq.heappop(heap)
+            break
+        self._record_until(t)
+        self.now = t
+        job = self._jobs[i]
+        assert job is not None
+        self._jobs[i] = None
+        self._free_since[i] = t
+        g = self.problem.grad(job.point, i)
+        if self.noise:
+            g = g + self.noise * self._noise_rng[i].standard_normal(self.dim)
+        self.computed += 1
+        self.uploads += 1
+        if self.jobs is not None:
+            self._last = {"worker": i, "start": job.start, "end": t, "fate": "used", "k": job.k}
+            self.jobs.append(self._last)
+        return i, g, job.k
+
+    def fate(self, label: str) -> None:
+        """Label the gradient just received (timeline charts only): ``phase 1``, ``update``,
+        ``buffered``, ``used``..."""
+        if self._last is not None:
+            self._last["fate"] = label
+
+    def update(self, direction: np.ndarray, oldest: np.ndarray | int | None = None,
+               counts: np.ndarray | None = None) -> None:
+        """One model update ``x <- x - step * direction`` for every row of the batch.
+
+        Args:
+            direction: the estimator, shape ``(rows, dim)`` (or ``(dim,)``).
+            oldest: the iteration of the oldest point behind each gradient used; the delays
+                ``k - oldest`` (``ringleader-eq-delay``) go into ``delay_counts``.
+            counts: gradients per worker in the estimator; their harmonic mean ``B`` is tracked
+                per round (``ringleader-eq-step``).
+        """
+        self.x = self.x - self._step_col * direction  # a new array: dispatched points stay intact
+        if oldest is not None:
+            d = self.k - np.atleast_1d(oldest)
+            if d.size and d.max() >= self.delay_counts.size:
+                self.delay_counts = np.concatenate(
+                    [self.delay_counts, np.zeros(int(d.max()) + 1 - self.delay_counts.size, np.int64)])
+            self.delay_counts += np.bincount(d, minlength=self.delay_counts.size)
+        if counts is not None:
+            self._round_harmonic = min(self._round_harmonic, len(counts) / float(np.sum(1.0 / counts)))
+        self.k += 1
+        self.update_times.append(self.now)
+
+    def end_round(self) -> None:
+        """Mark the end of a round (Ringleader, Malenia, minibatch SGD, Rennala)."""
+        self.round_ends.append((self.now, self.k, self._round_harmonic))
+        self._round_harmonic = math.inf
+
+    # --- results -------------------------------------------------------------------------------
+
+    def finish(self) -> None:
+        """Close the books at the horizon: idle time of waiting workers, last checkpoints."""
+        self._record_until(self.horizon, inclusive=True)
+        for i in range(self.n):
+            if self._jobs[i] is None:
+                self.idle[i] += self.horizon - self._free_since[i]
+        self.now = self.horizon
+
+    @property
+    def max_delay(self) -> int:
+        """The largest delay of any gradient used in an update (``ringleader-eq-delay``)."""
+        nz = np.flatnonzero(self.delay_counts)
+        return int(nz[-1]) if nz.size else 0
+
+    @property
+    def bytes_per_float(self) -> int:
+        return int(self.x.dtype.itemsize)
+
+    # --- internals -----------------------------------------------------------------------------
+
+    def _start(self, i: int) -> None:
+        if self._jobs[i] is not None:
+            raise RuntimeError(f"worker {i} is still computing: discard() its gradient first")
+        point = self._held_point[i]
+        assert point is not None
+        self.idle[i] += self.now - self._free_since[i]
+        finish = self.times.finish(i, self.now, self._time_rng[i])
+        self._jobs[i] = _Job(point, self._held[i], self.now, self._version[i])
+        heapq.heappush(self._heap, (finish, self._seq, i, self._version[i]))
+        self._seq += 1
+
+    def _grad_sq(self, x: np.ndarray) -> np.ndarray:
+        g = self.problem.grad(x)
+        return np.asarray((g * g).sum(axis=-1), dtype=float)
+
+    def _record_until(self, t: float, inclusive: bool = False) -> None:
+        times = self.checkpoint_times
+        while self._c < times.size and (times[self._c] < t or (inclusive and times[self._c] <= t)):
+            with np.errstate(over="ignore", invalid="ignore"):
+                value = self._grad_sq(self.x)
+            bad = ~(value <= self._limit)  # NaN or too large: this row diverged
+            if bad.any():
+                self.stopped |= bad
+                self._step_col[bad] = 0.0
+            value[self.stopped] = np.nan
+            self.grad_sq[:, self._c] = value
+            self.sent_bytes[self._c] = (self.uploads + self.downloads) * self.dim * self.bytes_per_float
+            self._c += 1
+
+
+# ------------------------------------------------------------------------------------------------
+# The gradient table of Ringleader (and, with replace(), of IA²SGD)
+# ------------------------------------------------------------------------------------------------
+
+
+class GradientTable:
+    """For each worker, the running mean ``G_i / b_i`` of its gradients and their count ``b_i``;
+    ``average`` is ``(1/n) sum_i G_i / b_i``, the estimator of ``ringleader-eq-estimator``.
+
+    The mean over workers is kept up to date incrementally, so adding a gradient costs two vector
+    operations whatever ``n``. ``oldest`` holds, per worker, the iteration of the oldest point
+    behind its entry (for the delay of ``ringleader-eq-delay``).
+    """
+
+    def __init__(self, n: int, shape: tuple[int, ...]) -> None:
+        self.n = n
+        self.mean = np.zeros((n, *shape))
+        self.count = np.zeros(n, dtype=np.int64)
+        self.oldest = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        self.average = np.zeros(shape)
+        self.filled = 0  # workers with at least one gradient
+
+    def add(self, i: int, g: np.ndarray, k: int) -> None:
+        """Fold gradient ``g`` (computed at iteration ``k``'s point) into worker ``i``'s mean."""
+        c = int(self.count[i]) + 1
+        self.count[i] = c
+        mean = self.mean[i]  # a view: updated in place
+        delta = g - mean
+        delta /= c
+        mean += delta
+        delta /= self.n
+        self.average += delta
+        if c == 1:
+            self.filled += 1
+        if k < self.oldest[i]:
+            self.oldest[i] = k
+
+    def replace(self, i: int, g: np.ndarray, k: int) -> None:
+        """Make ``g`` worker ``i``'s only gradient (IA²SGD keeps each worker's latest)."""
+        self.average += (g - self.mean[i]) / self.n
+        self.mean[i] = g
+        if self.count[i] == 0:
+            self.filled += 1
+        self.count[i] = 1
+        self.oldest[i] = k
+
+    def full(self) -> bool:
+        """Whether every worker has at least one gradient in the table."""
+        return self.filled == self.n
+
+    def clear(self) -> None:
+        self.mean[:] = 0.0
+        self.count[:] = 0
+        self.oldest[:] = np.iinfo(np.int64).max
+        self.average[:] = 0.0
+        self.filled = 0
+
+
+# ------------------------------------------------------------------------------------------------
+# The methods: each a loop over arrivals; the simulator stops it at the horizon
+# ------------------------------------------------------------------------------------------------
+
+
+def ringleader(sim: Simulator, restart: str = "current") -> None:
+    """Ringleader ASGD (``ringleader-eq-estimator``, ``ringleader-eq-update``).
+
+    Rounds of two phases. **Phase 1** collects gradients, without updating, until every worker has
+    one in the table; the worker that completes the table is the *last finisher*. **Phase 2** makes
+    exactly ``n`` updates: one at once (the last finisher is sent the new point), then one for the
+    first arrival of each other worker, which is folded into its entry before the update and then
+    sent the new point. A worker that has already had its update this round keeps computing; its
+    gradients go into the *next* table, which becomes the table of the next round.
+
+    ``restart`` says where a worker that is not due a new point computes next: ``"current"``
+    (the server's current point, as in the authors' code) or ``"last_sent"`` (the point it last
+    received, as in the paper's estimator, where each entry holds gradients at one point).
+    """
+    check_choice("restart", restart, ("current", "last_sent"))
+    keep_going = sim.send if restart == "current" else sim.restart
+    n = sim.n
+    table, buffer = GradientTable(n, sim.x.shape), GradientTable(n, sim.x.shape)
+    for i in range(n):
+        sim.send(i)
+    while True:
+        # Phase 1: fill the table; no update, everyone keeps computing
+        while True:
+            i, g, k = sim.arrival()
+            sim.fate("phase 1")
+            table.add(i, g, k)
+            if table.full():
+                break
+            keep_going(i)
+        # Phase 2: exactly n updates, the first one with the last finisher's gradient
+        sim.update(table.average, table.oldest, table.count)
+        sim.send(i)
+        pending = set(range(n)) - {i}
+        while pending:
+            i, g, k = sim.arrival()
+            if i in pending:  # its first arrival this round: fold it in, update, send the new point
+                sim.fate("update")
+                table.add(i, g, k)
+                sim.update(table.average, table.oldest, table.count)
+                sim.send(i)
+                pending.discard(i)
+            else:  # it already had its update: nothing is discarded, the gradient waits
+                sim.fate("buffered")
+                buffer.add(i, g, k)
+                keep_going(i)
+        table, buffer = buffer, table
+        buffer.clear()
+        sim.end_round()
+
+
+def malenia(sim: Simulator, min_harmonic: float | None = None) -> None:
+    """Malenia SGD: synchronous rounds of collection at one point, then one update.
+
+    The server broadcasts ``x``; every worker computes gradients there until each has at least one
+    (the authors' stopping rule), or, with ``min_harmonic = S/n``, until also the harmonic mean of
+    the counts is at least ``S/n`` (the original rule, ``S = max(ceil(sigma^2/eps), n)``). Then one
+    update with ``(1/n) sum_i G_i / b_i``; the gradients still in flight are discarded.
+    """
+    if min_harmonic is not None:
+        min_harmonic = check_range("min_harmonic", min_harmonic, 0.0)
+    n = sim.n
+    while True:
+        table = GradientTable(n, sim.x.shape)
+        for i in range(n):
+            sim.send(i)
+        while not table.full() or (min_harmonic is not None
+                                   and n / float(np.sum(1.0 / table.count)) < min_harmonic):
+            i, g, k = sim.arrival()
+            table.add(i, g, k)
+            sim.restart(i)
+        for i in range(n):
+            sim.discard(i)
+        sim.update(table.average, table.oldest, table.count)
+        sim.end_round()
+
+
+def rennala(sim: Simulator, batch: int | None = None) -> None:
+    """Rennala SGD: collect ``batch`` gradients (default ``n``) at the current point from whoever
+    finishes first, then one update with their plain average; work in flight is discarded.
+
+    Every gradient counts the same, so fast workers weigh more: it is meant for workers that share
+    one data distribution.
+    """
+    batch = sim.n if batch is None else check_int("batch", batch, 1)
+    while True:
+        total = np.zeros_like(sim.x)
+        for i in range(sim.n):
+            sim.send(i)
+        for _ in range(batch):
+            i, g, _ = sim.arrival()
+            total += g
+            sim.restart(i)
+        for i in range(sim.n):
+            sim.discard(i)
+        sim.update(total / batch, sim.k)
+        sim.end_round()
+
+
+def ia2sgd(sim: Simulator) -> None:
+    """IA²SGD: a table of each worker's *latest* gradient; after it is first filled, every arrival
+    replaces its worker's entry and triggers one update with the table's average, and the worker
+    is sent the new point. No worker waits, nothing is discarded, but nothing bounds the delays."""
+    n = sim.n
+    table = GradientTable(n, sim.x.shape)
+    for i in range(n):
+        sim.send(i)
+    while not table.full():  # warm-up: fill the table once, without updating (as the authors do)
+        i, g, k = sim.arrival()
+        table.replace(i, g, k)
+        sim.send(i)
+    while True:
+        i, g, k = sim.arrival()
+        table.replace(i, g, k)
+        sim.update(table.average, table.oldest, table.count)
+        sim.send(i)
+
+
+def naive_asgd(sim: Simulator) -> None:
+    """Asynchronous SGD: every arrival is one update with that gradient alone, and its worker is
+    sent the new point. Fast workers update most often, so with different data the iterates are
+    pulled towards the fast workers' optimum (``ringleader-eq-naive-fixed``)."""
+    for i in range(sim.n):
+        sim.send(i)
+    while True:
+        i, g, k = sim.arrival()
+        sim.update(g, k)
+        sim.send(i)
+
+
+def minibatch_sgd(sim: Simulator) -> None:
+    """Synchronous minibatch SGD: one gradient from every worker at the current point, then one
+    update with their average; a worker that has delivered waits (idle) for the slowest."""
+    n = sim.n
+    while True:
+        total = np.zeros_like(sim.x)
+        for i in range(n):
+            sim.send(i)
+        for _ in range(n):
+            _, g, _ = sim.arrival()
+            total += g
+        sim.update(total / n, sim.k)
+        sim.end_round()
+
+
+#: The methods by name, in the order the chapter lists them.
+METHODS: dict[str, Callable[..., None]] = {
+    "Ringleader": ringleader,
+    "Malenia": malenia,
+    "IA²SGD": ia2sgd,
+    "naive ASGD": naive_asgd,
+    "minibatch SGD": minibatch_sgd,
+    "Rennala": rennala,
+}
+
+
+def run_method(method: str | Callable[..., None], problem: Problem, times: TimeModel,
+               horizon: float, steps: float | Sequence[float] | np.ndarray, *, seed: int = 0,
+               checkpoints: int = 200, record_jobs: bool = False, **options: Any) -> Simulator:
+    """Run ``method`` (a name of ``METHODS`` or a loop over a :class:`Simulator`) until
+    ``horizon`` and return the simulator with everything it recorded.
+
+    ``options`` go to the method (``restart=`` for Ringleader, ``min_harmonic=`` for Malenia,
+    ``batch=`` for Rennala).
+    """
+    if isinstance(method, str):
+        check_choice("method", method, METHODS)
+        fn = METHODS[method]
+    else:
+        fn = method
+    sim = Simulator(problem, times, steps, horizon, seed=seed, checkpoints=checkpoints,
+                    record_jobs=record_jobs)
+    with np.errstate(over="ignore", invalid="ignore"):
+        try:
+            fn(sim, **options)
+        except Horizon:
+            pass
+    sim.finish()
+    return sim
+
+
+def simulate(method: str, problem: Problem, time_model: TimeModel, budget: float, seed: int = 0, *,
+             step: float | Sequence[float] = 0.05, checkpoints: int = 200, **options: Any) -> pd.DataFrame:
+    """Run ``method`` on ``problem`` for ``budget`` simulated seconds: a DataFrame of simulated time
+    against ``||grad f(x)||^2`` (``ringleader-eq-metric``).
+
+    Columns: ``time``, ``step``, ``grad_sq`` (NaN once a step size diverged) and ``bytes`` (sent
+    both ways so far, counted message by message). One row per checkpoint and step size.
+
+    >>> from iclr_lab.core.worker_data import QuadraticToy
+    >>> from iclr_lab.distributed.ringleader import fixed_times, simulate
+    >>> df = simulate("Ringleader", QuadraticToy(5, 4, noise=0.1), fixed_times(4), 200.0, step=0.1)
+    >>> bool(df["grad_sq"].iloc[-1] < df["grad_sq"].iloc[0])
+    True
+    """
+    import pandas as pd
+
+    sim = run_method(method, problem, time_model, budget, step, seed=seed, checkpoints=checkpoints,
+                     **options)
+    frames = [pd.DataFrame({"time": sim.checkpoint_times, "step": s, "grad_sq": sim.grad_sq[r],
+                            "bytes": sim.sent_bytes}) for r, s in enumerate(sim.steps)]
+    return pd.concat(frames, ignore_index=True)
+
+
+def theory_step(n: int, L: float, eps: float, B: float, sigma: float) -> float:
+    """The step size of the paper's theorem, ``min(1/(8 n L), eps B / (10 L sigma^2))``
+    (``ringleader-eq-step``)."""
+    n = check_int("n", n, 1)
+    L = check_range("L", L, 0.0, math.inf, low_open=True)
+    eps = check_range("eps", eps, 0.0, math.inf, low_open=True)
+    B = check_range("B", B, 1.0, math.inf)
+    sigma = check_range("sigma", sigma, 0.0)
+    cap = 1.0 / (8.0 * n * L)
+    return cap if sigma == 0 else min(cap, eps * B / (10.0 * L * sigma**2))

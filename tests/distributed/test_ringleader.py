@@ -1,0 +1,275 @@
+"""Ringleader ASGD: the simulator's hard invariants, equivalences, closed forms and bad input."""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from iclr_lab.distributed import ringleader as rl
+from iclr_lab.distributed.ringleader import (
+    AuthorsTimes,
+    ExponentialTimes,
+    FixedTimes,
+    OutageTimes,
+    TimeVaryingTimes,
+    fixed_times,
+    make_problem,
+    make_time_model,
+    run_method,
+    simulate,
+)
+
+
+def _problem(n: int = 5, dim: int = 4, noise: float = 0.0, seed: int = 0) -> rl.Quadratic:
+    return make_problem(n, dim, noise, seed)
+
+
+def _rounds(sim: rl.Simulator) -> np.ndarray:
+    return np.diff([0] + [k for _, k, _ in sim.round_ends])
+
+
+# --- the hard invariants -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", rl.TIME_MODELS)
+@pytest.mark.parametrize("restart", ["current", "last_sent"])
+def test_ringleader_invariants_under_every_time_model(kind, restart):
+    n = 6
+    times = make_time_model(kind, n, p=2.0, seed=1)
+    horizon = 40 * max(1 / times.rate(i) for i in range(n))
+    sim = run_method("Ringleader", _problem(n, noise=1.0), times, horizon, [0.01, 0.1], seed=1,
+                     restart=restart)
+    assert len(sim.round_ends) >= 5
+    assert sim.max_delay <= 2 * n - 2
+    assert sim.discarded == 0 and sim.wasted.sum() == 0
+    assert sim.idle.sum() == 0.0
+    assert set(_rounds(sim)) == {n}
+
+
+def test_baselines_break_the_invariants_that_ringleader_keeps():
+    # the invariant tests can fail: under stragglers IA²SGD's delays exceed 2n-2, Malenia discards
+    # work, minibatch SGD leaves workers idle
+    n = 6
+    times, problem = fixed_times(n, 2.0), _problem(n, noise=1.0)
+    ia2 = run_method("IA²SGD", problem, times, 2000.0, 0.01)
+    assert ia2.max_delay > 2 * n - 2
+    assert run_method("Malenia", problem, times, 2000.0, 0.01).discarded > 0
+    assert run_method("minibatch SGD", problem, times, 2000.0, 0.01).idle.sum() > 0
+
+
+def test_each_round_lasts_at_most_twice_the_slowest_time():
+    n = 7
+    times = fixed_times(n, 1.5)
+    sim = run_method("Ringleader", _problem(n), times, 3000.0, 0.01)
+    ends = np.array([0.0] + [t for t, _, _ in sim.round_ends])
+    assert np.diff(ends).max() <= 2 * max(times.tau) + 1e-9
+
+
+# --- equivalences and closed forms -------------------------------------------------------------
+
+
+def _reference_ringleader(problem, tau, gamma, horizon):
+    """The authors' Phase 1 / Phase 2 / swap logic written out directly, noise-free gradients."""
+    n = len(tau)
+    x = problem.x0.copy()
+    seq = 0
+    heap = []
+    for i in range(n):
+        heap.append((tau[i], seq, i, x.copy()))
+        seq += 1
+    heapq.heapify(heap)
+    cur_m, cur_c = np.zeros((n, x.size)), np.zeros(n)
+    nxt_m, nxt_c = np.zeros((n, x.size)), np.zeros(n)
+    xs = [x.copy()]
+
+    def push(t, i, point):
+        nonlocal seq
+        heapq.heappush(heap, (t + tau[i], seq, i, point.copy()))
+        seq += 1
+
+    while True:
+        while True:
+            t, _, i, pt = heapq.heappop(heap)
+            if t > horizon:
+                return xs
+            cur_c[i] += 1
+            cur_m[i] += (problem.grad(pt, i) - cur_m[i]) / cur_c[i]
+            if (cur_c > 0).all():
+                break
+            push(t, i, x)
+        x = x - gamma * cur_m.mean(0)
+        xs.append(x.copy())
+        push(t, i, x)
+        pending = set(range(n)) - {i}
+        while pending:
+            t, _, i, pt = heapq.heappop(heap)
+            if t > horizon:
+                return xs
+            if i in pending:
+                cur_c[i] += 1
+                cur_m[i] += (problem.grad(pt, i) - cur_m[i]) / cur_c[i]
+                x = x - gamma * cur_m.mean(0)
+                xs.append(x.copy())
+                pending.discard(i)
+            else:
+                nxt_c[i] += 1
+                nxt_m[i] += (problem.grad(pt, i) - nxt_m[i]) / nxt_c[i]
+            push(t, i, x)
+        cur_m, cur_c, nxt_m, nxt_c = nxt_m, nxt_c, np.zeros_like(nxt_m), np.zeros(n)
+
+
+def test_ringleader_equals_a_direct_reimplementation_of_the_authors_loop():
+    n = 5
+    tau = tuple(math.sqrt(i + 2) * 1.1 for i in range(n))  # no ties
+    problem = _problem(n)
+    horizon = 120.0
+    ref = _reference_ringleader(problem, tau, 0.05, horizon)
+    sim = rl.Simulator(problem, FixedTimes(tau), 0.05, horizon, checkpoints=1)
+    xs = [sim.x[0].copy()]
+    old_update = sim.update
+
+    def spy(*a, **k):
+        old_update(*a, **k)
+        xs.append(sim.x[0].copy())
+
+    sim.update = spy  # type: ignore[method-assign]
+    with pytest.raises(rl.Horizon):
+        rl.ringleader(sim)
+    assert len(xs) == len(ref) > 3 * n
+    np.testing.assert_allclose(np.array(xs), np.array(ref), rtol=0, atol=1e-12)
+
+
+def test_malenia_equals_minibatch_sgd_when_every_worker_is_equally_fast():
+    n, problem = 4, _problem(4)
+    a = run_method("Malenia", problem, fixed_times(n, 0.0), 50.0, [0.1, 0.5], checkpoints=10)
+    b = run_method("minibatch SGD", problem, fixed_times(n, 0.0), 50.0, [0.1, 0.5], checkpoints=10)
+    assert a.k == b.k == 50
+    np.testing.assert_allclose(a.x, b.x, atol=1e-12)
+
+
+def test_ringleader_is_unbiased_and_naive_asgd_drifts_to_the_speed_weighted_point():
+    n = 5
+    problem, times = _problem(n), fixed_times(n, 1.0)
+    ring = run_method("Ringleader", problem, times, 4000.0, 0.05, checkpoints=4)
+    assert ring.grad_sq[0, -1] <= 1e-8 * ring.grad_sq[0, 0]
+    naive = run_method("naive ASGD", problem, times, 4000.0, 0.01, checkpoints=4)
+    rates = 1.0 / np.array(times.tau)
+    x_bar = (rates / rates.sum()) @ problem.centers
+    assert np.abs(naive.x[0] - x_bar).max() < 0.05 * np.abs(x_bar - problem.x_star).max()
+    floor = rl.naive_floor(problem, times)
+    assert floor > 1e-3
+    assert naive.grad_sq[0, -1] == pytest.approx(floor, rel=0.05)
+
+
+def test_gradients_are_evaluated_at_the_point_the_worker_was_sent():
+    # one worker, fixed time: ASGD is then plain gradient descent, one step per tau
+    problem = _problem(1, dim=3)
+    sim = run_method("naive ASGD", problem, fixed_times(1, 1.0), 10.5, 0.1, checkpoints=1)
+    x = problem.x0.copy()
+    for _ in range(10):
+        x = x - 0.1 * problem.grad(x, 0)
+    np.testing.assert_allclose(sim.x[0], x, atol=1e-12)
+
+
+def test_simulate_returns_time_against_grad_norm_and_counts_bytes():
+    n = 4
+    df = simulate("Ringleader", _problem(n, noise=0.1), fixed_times(n), 100.0, step=[0.01, 0.1],
+                  checkpoints=20)
+    assert isinstance(df, pd.DataFrame)
+    assert list(df.columns) == ["time", "step", "grad_sq", "bytes"]
+    assert len(df) == 2 * 21 and df["time"].max() == 100.0
+    sim = run_method("Ringleader", _problem(n, noise=0.1), fixed_times(n), 100.0, 0.1, checkpoints=20)
+    # every delivered gradient is one upload; bytes are counted, message by message
+    assert sim.uploads == sim.computed
+    assert sim.sent_bytes[-1] == (sim.uploads + sim.downloads) * 4 * 8
+
+
+def test_step_rows_are_independent_runs_with_common_random_numbers():
+    n, problem, times = 4, _problem(4, noise=1.0), make_time_model("authors", 4, seed=3)
+    both = run_method("Ringleader", problem, times, 200.0, [0.02, 0.2], seed=5)
+    one = run_method("Ringleader", problem, times, 200.0, [0.2], seed=5)
+    np.testing.assert_allclose(both.x[1], one.x[0], atol=1e-12)
+    assert n == both.n
+
+
+def test_theory_step():
+    assert rl.theory_step(10, 1.0, 0.1, 4.0, 0.0) == pytest.approx(1 / 80)
+    assert rl.theory_step(10, 1.0, 0.1, 4.0, 10.0) == pytest.approx(0.1 * 4 / (10 * 100))
+
+
+# --- time models -------------------------------------------------------------------------------
+
+
+def test_time_models():
+    rng = np.random.default_rng(0)
+    assert FixedTimes((1.0, 2.0)).finish(1, 3.0, rng) == 5.0
+    a = AuthorsTimes((2.0,), (3.0,))
+    draws = np.array([a.finish(0, 0.0, rng) for _ in range(20000)])
+    assert draws.min() >= 2.0
+    assert 1 / draws.mean() == pytest.approx(a.rate(0), rel=0.02)
+    e = ExponentialTimes((4.0,))
+    assert np.mean([e.finish(0, 0.0, rng) for _ in range(20000)]) == pytest.approx(4.0, rel=0.03)
+    tv = TimeVaryingTimes((2.0, 3.0), period=7.0, amplitude=0.8, phase=(0.3, 2.0))
+    for start in (0.0, 1.3, 5.9):
+        end = tv.finish(1, start, rng)
+        assert tv.work(1, start, end) == pytest.approx(1.0, abs=1e-9)
+    out = OutageTimes((1.0, 2.0), down=(1,), start=5.0, end=10.0)
+    assert out.finish(1, 4.0, rng) == 11.0  # interrupted at 5, resumes at 10
+    assert out.finish(1, 6.0, rng) == 12.0  # starts during the outage
+    assert out.finish(0, 6.0, rng) == 7.0  # not down
+    assert fixed_times(3, 2.0).tau == (1.0, 4.0, 9.0)
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+
+def test_bad_arguments_name_the_parameter():
+    problem, times = _problem(3), fixed_times(3)
+    with pytest.raises(ValueError, match="tau"):
+        FixedTimes((1.0, -2.0))  # a negative time
+    with pytest.raises(ValueError, match="step"):
+        rl.Simulator(problem, times, [0.1, 0.0], 10.0)
+    with pytest.raises(ValueError, match="horizon"):
+        rl.Simulator(problem, times, 0.1, -1.0)
+    with pytest.raises(ValueError, match="times"):
+        rl.Simulator(problem, fixed_times(4), 0.1, 10.0)
+    with pytest.raises(ValueError, match="method"):
+        run_method("Ringmaster", problem, times, 10.0, 0.1)
+    with pytest.raises(ValueError, match="restart"):
+        run_method("Ringleader", problem, times, 10.0, 0.1, restart="never")
+    with pytest.raises(ValueError, match="amplitude"):
+        TimeVaryingTimes((1.0,), period=1.0, amplitude=1.0, phase=(0.0,))
+    with pytest.raises(ValueError, match="end"):
+        OutageTimes((1.0,), down=(0,), start=5.0, end=4.0)
+    with pytest.raises(ValueError, match="kind"):
+        make_time_model("poisson", 3)
+    with pytest.raises(ValueError, match="seed"):
+        rl.reproduce("smoke", seed=-1)
+    with pytest.raises(ValueError, match="n"):
+        rl.gantt_chart(n=1)
+    with pytest.raises(ValueError, match="batch"):
+        run_method("Rennala", problem, times, 10.0, 0.1, batch=0)
+
+
+# --- the chapter's pieces ------------------------------------------------------------------------
+
+
+def test_metrics():
+    g = np.array([[4.0, 3.0, 2.0, 1.0, 1.0], [4.0, np.nan, np.nan, np.nan, np.nan]])
+    np.testing.assert_allclose(rl.tail_metric(g, 0.75), [4 / 3, np.nan])  # the last 3 of 5
+    t = np.arange(5.0)
+    np.testing.assert_array_equal(rl.time_to_target(t, g, 2.0), [2.0, np.inf])
+
+
+def test_explorer_and_gantt():
+    w = rl.explorer()
+    first = w.result.to_dict()
+    w.children[0].value = "Malenia"
+    assert w.result.to_dict() != first
+    chart = rl.gantt_chart("Ringleader", n=4, p=1.0)
+    rows = [r for data in chart.to_dict()["datasets"].values() for r in data if "fate" in r]
+    assert rows and {r["fate"] for r in rows} == {"phase 1", "update", "buffered"}
