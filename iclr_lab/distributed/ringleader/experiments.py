@@ -433,9 +433,10 @@ def charts(report: Report) -> dict[str, Any]:
                          y_title=ytitle) + reference_line(floor, label="naive ASGD's floor")
     delays = t["delays"]
     n = int(report.tables["invariants"]["delay bound 2n-2"].iloc[0] / 2 + 1)
-    hist = alt.Chart(delays).mark_bar(opacity=0.7).encode(
+    hist = alt.Chart(delays).mark_bar(opacity=0.55).encode(
         x=alt.X("delay:Q", bin=alt.Bin(maxbins=60), title="delay of a gradient when used (updates)"),
-        y=alt.Y("sum(count):Q", scale=alt.Scale(type="symlog"), title="gradients used"),
+        y=alt.Y("sum(count):Q", scale=alt.Scale(type="symlog"), stack=None,
+                title="entries used in updates"),
         color=alt.Color("method:N", title="method",
                         scale=alt.Scale(domain=list(dict.fromkeys(delays["method"])),
                                         range=[COLORS[m] for m in dict.fromkeys(delays["method"])])))
@@ -458,6 +459,8 @@ def numbers(report: Report) -> dict[str, Any]:
         "delay_bound": float(inv["delay bound 2n-2"].iloc[0]),
         "max_delay_ring": float(inv[inv.method == "Ringleader"]["max delay"].max()),
         "max_delay_ia2": float(inv[inv.method == "IA²SGD"]["max delay"].max()),
+        "max_delay_ia2_main": float(
+            inv[(inv.method == "IA²SGD") & (inv.experiment == "main")]["max delay"].max()),
         "floor": float(np.median(t["floor"]["floor"])),
         "target": TARGET,
         "seeds": float(t["floor"].shape[0]),
