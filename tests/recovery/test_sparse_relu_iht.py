@@ -1,0 +1,231 @@
+"""Tests for iclr_lab.recovery.sparse_relu_iht: the gated reformulation, the block-wise sensing
+operator, IHT (streaming top-s, recovery, memory), the baselines and the chapter's experiments."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from iclr_lab.core.report import Report
+from iclr_lab.recovery.sparse_relu_iht import (
+    SensingOperator,
+    hard_threshold,
+    iht,
+    imp,
+    imp_rounds,
+    least_squares,
+    omp,
+    phase_grid_chart,
+    planted_mlp,
+    psnr,
+    relu_net,
+    reproduce,
+)
+from iclr_lab.recovery.sparse_relu_iht.experiments import _rate
+
+
+def _planted(n: int = 120, seed: int = 0):
+    return planted_mlp(n, 20, 5, 10, np.random.default_rng(seed), per_neuron=2)
+
+
+# ------------------------------------------------------------------ the reformulation
+
+
+def test_gated_network_with_true_patterns_is_the_relu_network() -> None:
+    P = _planted()
+    op = SensingOperator(P.X, 5, generators=P.fused)
+    assert np.allclose(op.matvec(np.arange(100), P.fused.ravel()), P.y, atol=1e-12)
+    assert np.allclose(op.dense() @ P.fused.ravel(), relu_net(P.X, P.W), atol=1e-12)
+
+
+def test_operator_blocks_match_the_definition() -> None:
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((30, 4))
+    H = rng.standard_normal((3, 4))
+    op = SensingOperator(X, 3, generators=H)
+    A = np.hstack([np.diag((X @ h > 0).astype(float)) @ X for h in H])
+    assert np.allclose(op.dense(), A)
+    idx = np.array([0, 5, 11])
+    assert np.allclose(op.columns(idx), A[:, idx])
+    r = rng.standard_normal(30)
+    assert np.allclose(np.concatenate([op.rmatvec_block(j, r) for j in range(3)]), A.T @ r)
+
+
+def test_random_generators_are_regenerated_not_stored() -> None:
+    X = np.random.default_rng(2).standard_normal((10, 3))
+    op = SensingOperator(X, 4, seed=7)
+    assert np.array_equal(op.generator(2), op.generator(2))
+    assert not np.array_equal(op.generator(1), op.generator(2))
+    assert np.array_equal(op.generator(2), SensingOperator(X, 4, seed=7).generator(2))
+
+
+def test_sequential_update_kills_empty_neurons() -> None:
+    X = np.random.default_rng(3).standard_normal((50, 3))
+    op = SensingOperator(X, 2)
+    op.set_sparse_generators(np.array([1, 2]), np.array([1.0, -1.0]))  # neuron 0 only
+    assert np.array_equal(op.pattern(0), X[:, 1] - X[:, 2] > 0)
+    assert not op.pattern(1).any()
+
+
+# ------------------------------------------------------------------ IHT
+
+
+def test_hard_threshold_keeps_largest_magnitudes() -> None:
+    v = np.array([0.1, -3.0, 2.0, 0.5, -2.5])
+    assert list(hard_threshold(v, 2)) == [1, 4]
+    assert hard_threshold(v, 0).size == 0
+
+
+def test_iht_recovers_planted_weights_with_planted_patterns() -> None:
+    P = _planted(200)
+    r = iht(P.X, P.y, 10, generators=P.fused, update_patterns=False, w_true=P.fused)
+    assert r.history[-1]["error"] < 1e-8
+    assert np.allclose(r.weights(), P.fused, atol=1e-8)
+    assert np.allclose(r.predict(P.X), P.y, atol=1e-7)
+
+
+def test_iht_error_falls_linearly_per_evaluation() -> None:
+    P = _planted(200)
+    r = iht(P.X, P.y, 10, generators=P.fused, update_patterns=False, w_true=P.fused)
+    factor, r2 = _rate(r.history)
+    assert 0 < factor < 1 and r2 > 0.8
+
+
+def test_iht_never_stores_more_than_s_weights() -> None:
+    P = planted_mlp(300, 10, 4, 6, np.random.default_rng(4))
+    for steps in (1, 3, 8):
+        assert iht(P.X, P.y, 6, width=4, steps=steps).nonzeros <= 6
+
+
+def test_iht_sequential_mode_predicts_with_a_relu_network() -> None:
+    P = planted_mlp(2000, 10, 2, 4, np.random.default_rng(5))
+    r = iht(P.X, P.y, 4, width=2, steps=15)
+    assert r.generators is None
+    assert np.allclose(r.predict(P.X), relu_net(P.X, r.weights().T))
+
+
+def test_iht_memory_is_far_below_the_stored_matrix() -> None:
+    # tracemalloc sees numpy's allocations: the run never holds anything of size n * d * p
+    rng = np.random.default_rng(6)
+    n, d, p, s = 400, 30, 60, 10
+    X, y = rng.standard_normal((n, d)), rng.standard_normal(n)
+    tracemalloc.start()
+    r = iht(X, y, s, width=p, steps=2, refine=2)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    dense_bytes = 8 * n * d * p
+    assert peak < dense_bytes / 10
+    assert r.working_floats * 8 < dense_bytes / 10
+    assert peak < 3 * 8 * r.working_floats  # the ledger is the right order of magnitude
+
+
+def test_least_squares_and_omp_on_an_easy_problem() -> None:
+    P = _planted(200)
+    A = SensingOperator(P.X, 5, generators=P.fused).dense()
+    assert np.allclose(least_squares(A, P.y), P.fused.ravel(), atol=1e-8)
+    assert np.allclose(omp(A, P.y, 10), P.fused.ravel(), atol=1e-8)
+
+
+def test_least_squares_fails_below_the_parameter_count() -> None:
+    P = _planted(60)
+    A = SensingOperator(P.X, 5, generators=P.fused).dense()
+    assert np.linalg.norm(least_squares(A, P.y) - P.fused.ravel()) > 1e-3
+
+
+def test_psnr_closed_form_and_floor() -> None:
+    y = np.array([2.0, -1.0, 0.0, 1.0])
+    assert psnr(y, y + 0.1) == pytest.approx(20 * np.log10(2.0) - 10 * np.log10(0.01))
+    assert np.isfinite(psnr(y, y))
+    with pytest.raises(ValueError, match="y"):
+        psnr(np.zeros(3), np.zeros(3))
+
+
+def test_planted_design_with_disjoint_supports() -> None:
+    P = _planted()
+    assert P.s == 10
+    rows = [set(np.nonzero(P.W[:, j])[0]) for j in range(5)]
+    assert all(len(r) == 2 for r in rows)
+    assert len(set().union(*rows)) == 10
+
+
+# ------------------------------------------------------------------ IMP
+
+
+def test_imp_schedule() -> None:
+    counts = imp_rounds(100, 10, 0.1)
+    assert counts[0] == 90 and counts[-1] == 10
+    assert all(a > b for a, b in zip(counts, counts[1:], strict=False))
+    assert imp_rounds(100, 10, None) == [10]
+
+
+def test_imp_respects_sparsity_and_budget() -> None:
+    P = planted_mlp(200, 8, 3, 4, np.random.default_rng(7))
+    q = imp(P.X, P.y, 3, 5, budget=60, lr=1e-2, seed=0)
+    assert np.count_nonzero(q.W) <= 5
+    assert q.steps <= 60
+    assert q.nonzeros <= 5 + 3
+    q2 = imp(P.X, P.y, 3, 5, budget=60, lr=1e-2, seed=0)
+    assert np.array_equal(q.W, q2.W)
+
+
+def test_imp_one_shot_trains() -> None:
+    P = planted_mlp(300, 8, 3, 4, np.random.default_rng(8))
+    q = imp(P.X, P.y, 3, 20, budget=400, lr=1e-2, prune_fraction=None, seed=0)
+    assert q.rounds == 1
+    assert q.losses[-1] < float(np.mean(P.y**2))
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def test_bad_arguments_name_the_parameter() -> None:
+    P = _planted()
+    with pytest.raises(ValueError, match="s must"):
+        iht(P.X, P.y, 101, generators=P.fused)  # s larger than the number of weights
+    with pytest.raises(ValueError, match="s must"):
+        iht(P.X, P.y, 0, width=5)
+    with pytest.raises(ValueError, match="width"):
+        iht(P.X, P.y, 5)
+    with pytest.raises(ValueError, match="steps"):
+        iht(P.X, P.y, 5, width=5, steps=0)
+    with pytest.raises(ValueError, match="X must"):
+        iht(P.X, P.y[:-1], 5, width=5)
+    with pytest.raises(TypeError, match="s must"):
+        iht(P.X, P.y, 2.5, width=5)
+    with pytest.raises(ValueError, match="generators"):
+        SensingOperator(P.X, 3, generators=np.zeros((2, 20)))
+    with pytest.raises(ValueError, match="per_neuron"):
+        planted_mlp(10, 4, 3, 6, np.random.default_rng(0), per_neuron=2)
+    with pytest.raises(ValueError, match="s must"):
+        planted_mlp(10, 4, 2, 9, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="lr"):
+        imp(P.X, P.y, 5, 5, budget=100, lr=-1.0)
+    with pytest.raises(ValueError, match="budget"):
+        imp(P.X, P.y, 5, 5, budget=1)
+    with pytest.raises(ValueError, match="prune_fraction"):
+        imp_rounds(100, 10, 1.5)
+
+
+# ------------------------------------------------------------------ the chapter's pieces
+
+
+def test_explorer_function_gives_a_chart() -> None:
+    chart = phase_grid_chart(n=200, steps=2, refine=1)
+    spec = chart.to_dict()
+    assert "layer" in spec
+
+
+@pytest.fixture(scope="module")
+def smoke() -> Report:
+    return reproduce("smoke", seed=0)
+
+
+def test_smoke_report(smoke: Report) -> None:
+    names = {c.name for c in smoke.claims}
+    assert {"iht_recovers", "grid_fraction", "digits_vs_imp", "linearisation"} <= names
+    assert smoke.claim("linearisation").measured < 1e-12
+    assert set(smoke.charts()) == {"recovery", "error_sweep", "grid", "digits"}
+    for table in smoke.tables.values():
+        assert len(table) < 5000
