@@ -326,6 +326,11 @@ def test_smoke_reproduce_branches_are_counterfactuals():
     assert doit.best_single(fin) == singles.idxmax()
     for chart in r.charts().values():
         chart.to_dict()
+    # the prose's numbers agree with the claims they accompany
+    nums = doit.numbers(r)
+    within = r.claim("within_best_single")
+    assert nums["within_seeds_pass"] == sum(v >= -ex.WITHIN_PP for v in within.per_seed)
+    assert nums["test_step"] == pytest.approx(100 / len(ex.digits_split().y_test))
 
 
 def test_explorer_recomputes():
