@@ -18,6 +18,7 @@ from typing import Any
 #: public name -> chapter module that defines it. New chapters add their optimizers here.
 _LAZY: dict[str, str] = {
     "DESLOC": "iclr_lab.distributed.desloc",
+    "MTDAO": "iclr_lab.distributed.mtdao",
 }
 
 __all__ = sorted(_LAZY)

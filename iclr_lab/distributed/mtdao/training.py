@@ -1,0 +1,310 @@
+"""MT-DAO's training function, written once against the collective interface.
+
+:func:`train_worker` is one worker of a digits run, for MT-DAO and every baseline
+(:class:`Method`): Local Adam and DDP step with DES-LOC's optimizer
+(:class:`~iclr_lab.distributed.desloc.DESLOC`, which *is* Local Adam when its three periods are
+equal), MT-DAO and QH-DDP with :class:`~iclr_lab.distributed.mtdao.optimizer.MTDAO`. It takes a
+:class:`~iclr_lab.core.collective.Collective` (the simulator's threads or a ``torch.distributed``
+process) and returns what rank 0 recorded.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import torch
+
+from iclr_lab.core.collective import Collective, CommCounts, TensorKind
+from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.worker_data import WorkerShards, digit_shards, worker_seed
+from iclr_lab.distributed.desloc import DESLOC
+from iclr_lab.distributed.mtdao.optimizer import MTDAO, check_sync_periods
+
+__all__ = ["DigitsMLP", "DigitsSetup", "Method", "model_bytes", "train_worker"]
+
+INF = math.inf
+
+
+# ---------------------------------------------------------------------------------------------
+# Methods: one training function, different settings
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Method:
+    """One distributed training method, as settings of :func:`train_worker`.
+
+    Attributes:
+        name: the label in tables and charts.
+        lr: peak learning rate (> 0).
+        betas: ``(beta_1, ..., beta_N, beta2)``; with ``weights=None`` exactly ``(beta1, beta2)``.
+        weights: MT-DAO's ``(omega_1, ..., omega_N)``, or ``None`` for Adam (stepped by
+            :class:`~iclr_lab.distributed.desloc.DESLOC`).
+        period: the sync period ``K`` of every state (parameters, each first moment, second
+            moment); ``math.inf`` for DDP.
+        ddp: average the gradients at every step (the replicas stay identical); needs
+            ``period = math.inf``.
+    """
+
+    name: str
+    lr: float
+    betas: tuple[float, ...] = (0.9, 0.999)
+    weights: tuple[float, ...] | None = None
+    period: float = 32
+    ddp: bool = False
+
+    def __post_init__(self) -> None:
+        check_range("lr", self.lr, 0, INF, low_open=True, high_open=True)
+        n = 1 if self.weights is None else len(self.weights)
+        if len(self.betas) != n + 1:
+            raise ValueError(f"betas must hold {n + 1} values (one per first moment, then beta2), "
+                             f"got {self.betas!r}")
+        check_sync_periods((self.period,) * (n + 2))
+        if self.ddp and self.period != INF:
+            raise ValueError(f"a DDP method averages gradients, not states: period must be inf, "
+                             f"got {self.period!r}")
+        if not self.ddp and self.period == INF:
+            raise ValueError("period must be finite unless ddp=True (the workers would never talk)")
+
+    @property
+    def optimizer(self) -> str:
+        """``"adam"`` (DES-LOC's optimizer) or ``"mtdao"``."""
+        return "adam" if self.weights is None else "mtdao"
+
+    @property
+    def sync_periods(self) -> tuple[float, ...]:
+        """The period of every state, ``(K, K, K)`` with one first moment."""
+        n = 1 if self.weights is None else len(self.weights)
+        return (self.period,) * (n + 2)
+
+    def build(self, params: list[torch.Tensor], comm: Collective) -> torch.optim.Optimizer:
+        """This method's optimizer on ``params``, averaging through ``comm``."""
+        if self.weights is None:
+            b1, b2 = self.betas
+            return DESLOC(params, lr=self.lr, betas=(b1, b2), sync_periods=self.sync_periods,
+                          comm=comm, fused=True)
+        return MTDAO(params, lr=self.lr, betas=self.betas, weights=self.weights,
+                     sync_periods=self.sync_periods, comm=comm)
+
+
+# ---------------------------------------------------------------------------------------------
+# The digits model: one flat parameter tensor, the gradient written out
+# ---------------------------------------------------------------------------------------------
+
+class DigitsMLP:
+    """``Linear(64, h) -> ReLU -> Linear(h, 10)`` whose weights are views into one flat tensor.
+
+    One flat parameter makes each optimizer step and each all-reduce a single tensor operation, and
+    the cross-entropy gradient written out costs half of autograd's time on a model this small (a
+    test checks both against ``torch.nn``). ``theta`` is the parameter; ``theta.grad`` holds the
+    gradient after :meth:`grad`.
+
+    Args:
+        n_in, hidden, n_out: layer widths (>= 1).
+        gen: the generator of the initialisation, ``torch.nn.Linear``'s default
+            ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``.
+    """
+
+    def __init__(self, n_in: int, hidden: int, n_out: int, gen: torch.Generator) -> None:
+        shapes = [(check_int("hidden", hidden, 1), check_int("n_in", n_in, 1)), (hidden,),
+                  (check_int("n_out", n_out, 1), hidden), (n_out,)]
+        sizes = [math.prod(s) for s in shapes]
+        fans = [n_in, n_in, hidden, hidden]
+        self.theta = torch.empty(sum(sizes))
+        self.theta.grad = torch.zeros_like(self.theta)
+        chunks = torch.split(self.theta, sizes)
+        grads = torch.split(self.theta.grad, sizes)
+        self.w1, self.b1, self.w2, self.b2 = (c.view(s) for c, s in zip(chunks, shapes, strict=True))
+        self.g1, self.gb1, self.g2, self.gb2 = (g.view(s) for g, s in zip(grads, shapes, strict=True))
+        with torch.no_grad():
+            for view, fan in zip((self.w1, self.b1, self.w2, self.b2), fans, strict=True):
+                bound = 1.0 / math.sqrt(fan)
+                view.copy_((torch.rand(view.shape, generator=gen) * 2 - 1) * bound)
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """The network's output on a batch ``x`` of shape ``(n, n_in)``."""
+        return torch.addmm(self.b2, torch.addmm(self.b1, x, self.w1.T).clamp_min_(0), self.w2.T)
+
+    def grad(self, x: torch.Tensor, onehot: torch.Tensor) -> None:
+        """Write the gradient of the mean cross-entropy on ``(x, labels)`` into ``theta.grad``;
+        the labels come one-hot encoded (float, one row per example)."""
+        pre = torch.addmm(self.b1, x, self.w1.T)
+        h = pre.clamp_min(0)
+        d = torch.softmax(torch.addmm(self.b2, h, self.w2.T), dim=1)
+        d.sub_(onehot).div_(len(x))           # d loss / d logits = (softmax - one-hot) / n
+        torch.mm(d.T, h, out=self.g2)
+        torch.sum(d, 0, out=self.gb2)
+        dh = torch.mm(d, self.w2).mul_(pre > 0)
+        torch.mm(dh.T, x, out=self.g1)
+        torch.sum(dh, 0, out=self.gb1)
+
+    @torch.no_grad()
+    def evaluate(self, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+        """Mean cross-entropy and accuracy on ``(x, y)``."""
+        logits = self.logits(x)
+        loss = float(torch.nn.functional.cross_entropy(logits, y))
+        return loss, float((logits.argmax(1) == y).float().mean())
+
+
+def model_bytes(hidden: int, n_in: int = 64, n_out: int = 10) -> int:
+    """Bytes of the digits MLP's parameters (float32): the payload of one model-sized all-reduce."""
+    return 4 * (n_in * hidden + hidden + hidden * n_out + n_out)
+
+
+# ---------------------------------------------------------------------------------------------
+# The training function
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DigitsSetup:
+    """Everything about a digits run except the method and the seed.
+
+    Attributes:
+        steps: local steps ``T``; a multiple of every finite period, so that the run ends on an
+            average.
+        batch_size: local minibatch per worker and step.
+        warmup: linear warm-up steps, then cosine decay to zero at ``steps``.
+        hidden: width of the MLP's hidden layer.
+        split: how the training set is divided among the workers (``"sorted"``: by label, the
+            most heterogeneous split; ``"iid"``; see :func:`~iclr_lab.core.worker_data.digit_shards`).
+        eval_every: evaluate every this many steps, at steps where the parameters are averaged.
+    """
+
+    steps: int = 384
+    batch_size: int = 16
+    warmup: int = 12
+    hidden: int = 64
+    split: str = "sorted"
+    eval_every: int = 32
+
+    def __post_init__(self) -> None:
+        check_int("steps", self.steps, 1)
+        check_int("batch_size", self.batch_size, 1)
+        check_int("warmup", self.warmup, 0, self.steps - 1)
+        check_int("hidden", self.hidden, 1)
+        check_choice("split", self.split, ("sorted", "iid"))
+        check_int("eval_every", self.eval_every, 1)
+
+    def rate(self, t: int, peak: float) -> float:
+        """The learning rate of step ``t`` (1-based): linear warm-up, then cosine decay to 0."""
+        if t <= self.warmup:
+            return peak * t / self.warmup
+        frac = (t - self.warmup) / (self.steps - self.warmup)
+        return peak * 0.5 * (1.0 + math.cos(math.pi * frac))
+
+
+@functools.lru_cache(maxsize=8)
+def _shards(n_workers: int, split: str, seed: int) -> WorkerShards:
+    return digit_shards(n_workers, split, seed=seed, standardize=True)
+
+
+class _Recorder(Collective):
+    """Forwards every collective call to ``inner`` (which counts it) and keeps a copy of this
+    worker's parameters just before each parameter average, for the alignment diagnostic."""
+
+    def __init__(self, inner: Collective) -> None:
+        super().__init__(inner.rank, inner.world_size)
+        self.inner = inner
+        self.before: list[torch.Tensor] = []
+
+    def all_reduce_mean(self, tensors: Sequence[torch.Tensor], kind: TensorKind = "other") -> None:
+        if kind == "parameters":
+            self.before = [t.detach().clone() for t in tensors]
+        self.inner.all_reduce_mean(tensors, kind)
+
+    def all_reduce_sum(self, tensors: Sequence[torch.Tensor], kind: TensorKind = "other") -> None:
+        self.inner.all_reduce_sum(tensors, kind)
+
+    def counts(self) -> CommCounts:
+        return self.inner.counts()
+
+    def _all_reduce(self, tensors: list[torch.Tensor], op: Any) -> None:  # pragma: no cover
+        raise AssertionError("the recorder forwards every call")
+
+
+def _check_method(method: Method, setup: DigitsSetup) -> None:
+    if not isinstance(method, Method):
+        raise TypeError(f"method must be a Method, got {type(method).__name__}")
+    if method.period != INF and setup.steps % int(method.period) != 0:
+        raise ValueError(f"steps ({setup.steps}) must be a multiple of the period K "
+                         f"({method.period}), so that the run ends on an average")
+
+
+def train_worker(comm: Collective, method: Method, setup: DigitsSetup, seed: int) -> pd.DataFrame:
+    """One worker of a digits run: ``setup.steps`` local steps of ``method`` on this worker's shard.
+
+    Every worker starts from the same weights (drawn from ``seed``) and draws its minibatches from
+    its own generator (:func:`~iclr_lab.core.worker_data.worker_seed`). DDP methods first average
+    the gradients (``mtdao-eq-ddp``); the local methods average their states inside the optimizer
+    (``mtdao-eq-sync``). Rank 0 evaluates the common model at every ``eval_every``-th step where the
+    parameters have just been averaged, and at the end.
+
+    At each parameter average of a local method, each worker also measures the cosine between its
+    own pseudo-gradient ``x_start - x^m`` (how far it moved in the round) and the workers' mean
+    ``x_start - mean_m x^m`` (``mtdao-eq-alignment``); their mean over the workers is one extra
+    all-reduce of one number, counted under the kind ``other``.
+
+    Returns:
+        A table with one row per evaluation on rank 0 (other ranks return an empty table), with
+        columns ``method``, ``step``, ``loss`` (cross-entropy on the whole training set),
+        ``test_acc``, ``alignment`` (mean pseudo-gradient cosine of the round that just ended;
+        NaN for DDP and at step 0), and the communication of this worker since the run started
+        (:meth:`~iclr_lab.core.collective.CommCounts.as_row`).
+    """
+    _check_method(method, setup)
+    seed = check_int("seed", seed, 0)
+    data = _shards(comm.world_size, setup.split, seed)
+    x_np, y_np = data.worker(comm.rank)
+    x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
+    onehot = torch.nn.functional.one_hot(y, data.split.n_classes).float()
+    model = DigitsMLP(x.shape[1], setup.hidden, data.split.n_classes,
+                      torch.Generator().manual_seed(worker_seed(seed, 10_000)))  # same everywhere
+    gen = torch.Generator().manual_seed(worker_seed(seed, comm.rank))
+    recorder = _Recorder(comm)
+    opt = method.build([model.theta], recorder)
+    start = comm.counts()  # the collective may have served earlier runs (launch runs several)
+    anchor = model.theta.detach().clone()  # the common point at the start of the round
+    alignment = math.nan
+    rows: list[dict[str, Any]] = []
+    if comm.rank == 0:
+        x_all, y_all = torch.from_numpy(data.split.x_train), torch.from_numpy(data.split.y_train)
+        x_test, y_test = torch.from_numpy(data.split.x_test), torch.from_numpy(data.split.y_test)
+
+    def record(step: int) -> None:
+        if comm.rank == 0:
+            loss, _ = model.evaluate(x_all, y_all)
+            _, acc = model.evaluate(x_test, y_test)
+            rows.append({"method": method.name, "step": step, "loss": loss, "test_acc": acc,
+                         "alignment": alignment, **(comm.counts() - start).as_row()})
+
+    record(0)
+    n, b, pos = len(y), setup.batch_size, len(y)
+    for t in range(1, setup.steps + 1):
+        if pos + b > n:  # a new epoch: shuffle once, then take slices (views, no copies)
+            order = torch.randperm(n, generator=gen)
+            xs, hs, pos = x[order], onehot[order], 0
+        xb, hb = xs[pos:pos + b], hs[pos:pos + b]
+        pos += b
+        for group in opt.param_groups:
+            group["lr"] = setup.rate(t, method.lr)
+        model.grad(xb, hb)
+        if method.ddp:
+            comm.all_reduce_mean([model.theta.grad], kind="gradients")  # type: ignore[list-item]
+        opt.step()
+        synced = method.ddp or t % int(method.period) == 0
+        if synced and not method.ddp:
+            with torch.no_grad():
+                mean_move = anchor - model.theta
+                own_move = anchor - recorder.before[0]
+                cos = torch.nn.functional.cosine_similarity(own_move, mean_move, dim=0, eps=1e-30)
+                share = cos.reshape(1).clone()
+            comm.all_reduce_mean([share], kind="other")
+            alignment = float(share)
+            anchor = model.theta.detach().clone()
+        if synced and (t % setup.eval_every == 0 or t == setup.steps):
+            record(t)
+    return pd.DataFrame(rows)

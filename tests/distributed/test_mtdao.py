@@ -1,0 +1,345 @@
+"""MT-DAO: the optimizer against torch's Adam, a reference QHAdam, an independent multi-worker
+implementation and DES-LOC's Local Adam; the exact byte counts; the time-scale formulas; the
+training function; the experiments' plumbing; and the explorer."""
+
+import functools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from iclr_lab.core.collective import run_simulated
+from iclr_lab.distributed import DESLOC
+from iclr_lab.distributed.mtdao import (
+    MTDAO,
+    DigitsMLP,
+    DigitsSetup,
+    Method,
+    anchor_share,
+    beta_omega,
+    communication_cost,
+    explorer,
+    impulse_chart,
+    information_kept,
+    launch,
+    methods,
+    momentum_variance,
+    sync_penalty,
+    train_worker,
+    units_per_step,
+    update_weights,
+    variance_check,
+)
+from iclr_lab.distributed.mtdao import experiments as ex
+
+torch.set_num_threads(1)
+INF = math.inf
+
+
+def _grad(x: torch.Tensor, rank: int, t: int) -> torch.Tensor:
+    """A deterministic gradient stream that differs by worker and depends on the point."""
+    gen = torch.Generator().manual_seed(1000 * rank + t)
+    target = torch.linspace(-1, 1, x.numel(), dtype=x.dtype) * (rank + 1)
+    return (x - target) * 0.5 + 0.3 * torch.randn(x.shape, generator=gen, dtype=x.dtype)
+
+
+def _x0() -> torch.Tensor:
+    return torch.linspace(0.5, -0.5, 7, dtype=torch.float64)
+
+
+# --- the single-worker optimizer ------------------------------------------------------------------
+
+def test_with_weight_one_and_no_workers_mtdao_is_torch_adam():
+    x, y = _x0(), _x0()
+    ours = MTDAO([x], lr=0.05, betas=(0.9, 0.99), weights=(1.0,))
+    ref = torch.optim.Adam([y], lr=0.05, betas=(0.9, 0.99))
+    for t in range(50):
+        x.grad, y.grad = _grad(x, 0, t), _grad(y, 0, t)
+        ours.step()
+        ref.step()
+    torch.testing.assert_close(x, y, rtol=0, atol=1e-12)
+    torch.testing.assert_close(ours.state[x]["exp_avg"], ref.state[y]["exp_avg"], rtol=0, atol=1e-14)
+
+
+def _qhadam_reference(grads, lr, beta1, beta2, nu1, eps=1e-8):
+    """QHAdam (Ma and Yarats, 2019) with nu2 = 1, written out from its definition in numpy."""
+    x = _x0().numpy().copy()
+    m, s = np.zeros_like(x), np.zeros_like(x)
+    for t, g in enumerate(grads, start=1):
+        g = g(x)
+        m = beta1 * m + (1 - beta1) * g
+        s = beta2 * s + (1 - beta2) * g * g
+        m_hat, s_hat = m / (1 - beta1**t), s / (1 - beta2**t)
+        x = x - lr * ((1 - nu1) * g + nu1 * m_hat) / (np.sqrt(s_hat) + eps)
+    return x
+
+
+def test_one_momentum_is_qhadam_with_nu2_one_for_100_steps():
+    grads = [lambda v, t=t: _grad(torch.from_numpy(v), 0, t).numpy() for t in range(100)]
+    ref = _qhadam_reference(grads, lr=0.01, beta1=0.995, beta2=0.999, nu1=0.7)
+    x = _x0()
+    opt = MTDAO([x], lr=0.01, betas=(0.995, 0.999), weights=(0.7,))
+    for t in range(100):
+        x.grad = _grad(x.detach(), 0, t)
+        opt.step()
+    np.testing.assert_allclose(x.numpy(), ref, rtol=0, atol=1e-6)
+
+
+def test_two_momenta_mix_their_bias_corrected_averages():
+    """One step from zero state: u^j = (1 - b_j) g and bias correction gives back g, so the mix is
+    g whatever the weights; the second step differs from Adam's by the weighted momenta."""
+    x = torch.zeros(3, dtype=torch.float64)
+    opt = MTDAO([x], lr=1.0, betas=(0.5, 0.9, 0.999), weights=(0.3, 0.5), eps=0.0)
+    g = torch.tensor([1.0, -2.0, 4.0], dtype=torch.float64)
+    x.grad = g.clone()
+    opt.step()
+    torch.testing.assert_close(x, -torch.sign(g))  # Adam's first step: -lr * sign(g)
+    st = opt.state[x]
+    torch.testing.assert_close(st["exp_avg"], 0.5 * g)
+    torch.testing.assert_close(st["exp_avg_2"], 0.1 * g)
+
+
+# --- several workers ------------------------------------------------------------------------------
+
+def _mtdao_run(comm, periods, steps=12, betas=(0.99, 0.999), weights=(0.8,)):
+    x = _x0()
+    opt = MTDAO([x], lr=0.05, betas=betas, weights=weights, sync_periods=periods, comm=comm)
+    for t in range(steps):
+        x.grad = _grad(x, comm.rank, t)
+        opt.step()
+    return x.clone(), opt.state[x]["exp_avg"].clone(), comm.counts()
+
+
+def _reference(world, periods, steps=12, lr=0.05, beta=0.99, beta2=0.999, omega=0.8, eps=1e-8):
+    """MT-DAO with one momentum written out independently: the QH step on every worker, then each
+    state replaced by the workers' mean when its own period divides the step count."""
+    kx, ku, kv = periods
+    xs = [_x0() for _ in range(world)]
+    us = [torch.zeros(7, dtype=torch.float64) for _ in range(world)]
+    vs = [torch.zeros(7, dtype=torch.float64) for _ in range(world)]
+    for t in range(1, steps + 1):
+        for m in range(world):
+            g = _grad(xs[m], m, t - 1)
+            us[m] = beta * us[m] + (1 - beta) * g
+            vs[m] = beta2 * vs[m] + (1 - beta2) * g * g
+            mix = (1 - omega) * g + omega * us[m] / (1 - beta**t)
+            xs[m] = xs[m] - lr * mix / ((vs[m] / (1 - beta2**t)).sqrt() + eps)
+        for states, k in ((xs, kx), (us, ku), (vs, kv)):
+            if k != INF and t % k == 0:
+                mean = sum(states) / world
+                for m in range(world):
+                    states[m] = mean.clone()
+    return xs, us
+
+
+@pytest.mark.parametrize("periods", [(4, 4, 4), (2, 6, 12), (3, INF, 1)])
+def test_mtdao_equals_an_independent_multi_worker_implementation(periods):
+    out = run_simulated(functools.partial(_mtdao_run, periods=periods), 3)
+    xs, us = _reference(3, periods)
+    for m in range(3):
+        torch.testing.assert_close(out[m][0], xs[m], rtol=0, atol=1e-12)
+        torch.testing.assert_close(out[m][1], us[m], rtol=0, atol=1e-12)
+
+
+def test_weight_one_with_equal_periods_is_desloc_local_adam():
+    def desloc_run(comm):
+        x = _x0()
+        opt = DESLOC([x], lr=0.05, betas=(0.9, 0.999), sync_periods=(4, 4, 4), comm=comm)
+        for t in range(12):
+            x.grad = _grad(x, comm.rank, t)
+            opt.step()
+        return x.clone(), comm.counts()
+
+    ours = run_simulated(functools.partial(_mtdao_run, periods=(4, 4, 4), betas=(0.9, 0.999),
+                                           weights=(1.0,)), 2)
+    ref = run_simulated(desloc_run, 2)
+    for (x, _, counts), (y, ref_counts) in zip(ours, ref, strict=True):
+        torch.testing.assert_close(x, y, rtol=0, atol=1e-12)
+        assert counts == ref_counts
+
+
+def test_counted_bytes_equal_the_formula():
+    periods = (4, 2, 8, 4)  # two first moments
+    steps = 16
+
+    def run(comm):
+        x = torch.zeros(10)
+        opt = MTDAO([x], lr=0.01, betas=(0.9, 0.99, 0.999), weights=(0.3, 0.6),
+                    sync_periods=periods, comm=comm)
+        for t in range(steps):
+            x.grad = _grad(x.double(), comm.rank, t).float()
+            opt.step()
+        return comm.counts()
+
+    counts = run_simulated(run, 2)[0]
+    expected = communication_cost(periods, steps, model_bytes=40)
+    assert counts.bytes["parameters"] == expected.bytes["parameters"] == 4 * 40
+    assert counts.bytes["first_moment"] == expected.bytes["first_moment"] == (8 + 2) * 40
+    assert counts.bytes["second_moment"] == expected.bytes["second_moment"] == 4 * 40
+    assert counts.total_bytes == expected.total_bytes
+    assert units_per_step((32, 32, 32)) == pytest.approx(3 / 32)
+    assert units_per_step((32, 32, 32, 32)) == pytest.approx(4 / 32)  # a second momentum costs 1/K
+    assert units_per_step((INF, INF, INF)) == 0
+
+
+def test_state_dict_keeps_the_schedule():
+    x = _x0()
+    opt = MTDAO([x], lr=0.01, sync_periods=(3, 3, 3))
+    for t in range(5):
+        x.grad = _grad(x, 0, t)
+        opt.step()
+    sd = opt.state_dict()
+    y = _x0()
+    other = MTDAO([y], lr=0.01, sync_periods=(3, 3, 3))
+    other.load_state_dict(sd)
+    assert other.local_steps == 5
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"lr": -1.0}, "lr"),
+    ({"betas": (0.9,)}, "betas"),
+    ({"betas": (1.0, 0.999)}, "betas"),
+    ({"weights": (0.7, 0.5), "betas": (0.9, 0.99, 0.999)}, "sum to at most 1"),
+    ({"weights": (-0.1,)}, "weights"),
+    ({"weights": (0.5,), "betas": (0.9, 0.99, 0.999)}, "betas"),
+    ({"sync_periods": (0, 32, 32)}, "sync_periods"),
+    ({"sync_periods": (32, 32)}, "sync_periods"),
+    ({"sync_periods": (2.5, 32, 32)}, "sync_periods"),
+    ({"eps": -1e-8}, "eps"),
+    ({"maximize": 1}, "maximize"),
+])
+def test_bad_optimizer_arguments_name_the_parameter(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        MTDAO([torch.zeros(2)], **kwargs)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: momentum_variance(1.0, 3), "beta"),
+    (lambda: momentum_variance(0.9, -1), "K"),
+    (lambda: communication_cost((4, 4, 4), -1), "steps"),
+    (lambda: Method("x", lr=0.0), "lr"),
+    (lambda: Method("x", lr=0.1, period=0), "sync_periods"),
+    (lambda: Method("x", lr=0.1, period=INF), "period"),
+    (lambda: DigitsSetup(batch_size=0), "batch_size"),
+    (lambda: DigitsSetup(split="dirichlet"), "split"),
+    (lambda: sync_penalty(0.0, (0.5,), (0.9,), (1.0,)), "px"),
+    (lambda: impulse_chart(omega=1.5), "omega"),
+    (lambda: methods(0.1, 0), "period"),
+])
+def test_bad_arguments_name_the_parameter(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+# --- the theory -----------------------------------------------------------------------------------
+
+def test_variance_formula_closed_form_and_monte_carlo():
+    assert momentum_variance(0.9, 0) == 0
+    # K -> infinity: the stationary variance of an EMA, (1 - b) / (1 + b)
+    assert momentum_variance(0.9, 10_000) == pytest.approx(0.1 / 1.9)
+    assert momentum_variance(0.5, 1, sigma=2.0) == pytest.approx(0.25 * 4)  # one step: (1-b)^2 s^2
+    table = variance_check((0.9, 0.99), (1, 16), chains=20_000, seed=3)
+    assert table["rel_error"].max() < 0.05
+    # the check can fail: a wrong formula (without the 1 - b^(2K) factor) is far off at small K
+    wrong = table["empirical"] / ((1 - table["beta"]) / (1 + table["beta"]))
+    assert (abs(wrong - 1) > 0.5).any()
+
+
+def test_information_kept_shrinks_with_k_and_grows_with_beta():
+    assert information_kept(0.9, 32) < information_kept(0.9, 8) < information_kept(0.9, 1)
+    assert information_kept(0.999, 32) > information_kept(0.9, 32)
+    assert information_kept(0.9, 0) == math.inf
+
+
+def test_impulse_response_sums_to_one_and_anchor_share_matches_its_sum():
+    w = update_weights((0.99,), (0.7,), 20_000)
+    assert w.sum() == pytest.approx(1.0, abs=1e-9)
+    assert w[0] == pytest.approx(0.3 + 0.7 * 0.01)
+    adam = update_weights((0.9,), (1.0,), 5)
+    np.testing.assert_allclose(adam, 0.1 * 0.9 ** np.arange(5))
+    k = 32
+    direct = np.mean([0.9**j for j in range(1, k + 1)])
+    assert anchor_share((0.9,), (1.0,), k) == pytest.approx(direct)
+    assert anchor_share((0.995,), (0.9,), k) > anchor_share((0.9,), (1.0,), k)
+
+
+def test_theorem_constants():
+    assert beta_omega((0.9,), (1.0,)) == pytest.approx(9.0)
+    assert beta_omega((0.99,), (0.5,)) == pytest.approx(0.5 * 99)
+    # psi vanishes as beta -> 1 and with syncing every step
+    assert sync_penalty(0.1, (0.1,), (0.9999,), (1.0,)) < sync_penalty(0.1, (0.1,), (0.9,), (1.0,))
+    assert sync_penalty(1.0, (0.1,), (0.9,), (1.0,)) == 0
+
+
+# --- the training function and the experiments -----------------------------------------------------
+
+def test_the_written_out_gradient_equals_autograd():
+    gen = torch.Generator().manual_seed(0)
+    model = DigitsMLP(64, 8, 10, gen)
+    x = torch.randn(5, 64, generator=gen)
+    y = torch.randint(0, 10, (5,), generator=gen)
+    model.grad(x, torch.nn.functional.one_hot(y, 10).float())
+    theta = model.theta.detach().clone().requires_grad_(True)
+    w1, b1, w2, b2 = torch.split(theta, [8 * 64, 8, 10 * 8, 10])
+    h = torch.relu(x @ w1.view(8, 64).T + b1)
+    loss = torch.nn.functional.cross_entropy(h @ w2.view(10, 8).T + b2, y)
+    loss.backward()
+    torch.testing.assert_close(model.theta.grad, theta.grad, rtol=1e-5, atol=1e-6)
+
+
+SMALL = DigitsSetup(steps=16, warmup=2, eval_every=8, hidden=8)
+
+
+def test_train_worker_counts_exactly_and_ddp_keeps_replicas_identical():
+    mt = Method("mt", 0.01, betas=(0.995, 0.999), weights=(0.9,), period=4)
+    rows = run_simulated(functools.partial(train_worker, method=mt, setup=SMALL, seed=0), 2)
+    log = rows[0]
+    assert rows[1].empty and list(log["step"]) == [0, 8, 16]
+    payload = ex.model_bytes(SMALL.hidden)
+    last = log.iloc[-1]
+    assert last["bytes_parameters"] == last["bytes_first_moment"] == last["bytes_second_moment"] \
+        == 4 * payload
+    assert log["alignment"].iloc[1:].between(-1, 1).all()
+
+    def ddp_params(comm):
+        method = Method("ddp", 0.01, period=INF, ddp=True)
+        train_worker(comm, method, SMALL, 0)
+        return comm.counts()
+
+    counts = run_simulated(ddp_params, 2)
+    assert counts[0].bytes["gradients"] == SMALL.steps * payload
+
+
+def test_experiment_tables_and_claims_at_smoke_scale():
+    report = ex.reproduce("smoke", seed=1)
+    final = report.tables["final"]
+    assert set(final["method"]) == set(ex.METHODS)
+    # the gap is measured against DDP on the same seed
+    ddp = final[final["method"] == ex.DDP]
+    assert (ddp["gap"] == 0).all()
+    assert report.claim("bytes_counted").passed
+    tuning = report.tables["tuning"]
+    assert tuning.groupby("method")["best"].sum().eq(1).all()
+    assert ex.tuned_local_adam(tuning) in ex.LOCAL_ADAMS
+    charts = report.charts()
+    assert {"gaps", "tuning", "loss_vs_bytes", "loss_vs_time", "variance",
+            "anchor_slider"} <= set(charts)
+    for chart in charts.values():
+        chart.to_dict()
+
+
+def test_launch_gives_the_tables_of_reproduce():
+    out = run_simulated(functools.partial(launch, scale="smoke", seed=0), 2)
+    final = out[0]["final"]
+    assert isinstance(final, pd.DataFrame) and "final_loss" in final
+    assert set(final["method"]) == set(ex.METHODS)
+    assert out[1]["final"].empty
+
+
+def test_explorer_moves_its_chart():
+    w = explorer()
+    before = w.result.to_dict()
+    w.children[1].value = 0.2
+    assert w.result.to_dict() != before
