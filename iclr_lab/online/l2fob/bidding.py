@@ -608,7 +608,8 @@ class L2FOB(BiddingPolicy):
     def bid(self, value: ArrayLike) -> np.ndarray:
         """The bids of this round (see :meth:`BiddingPolicy.bid`), and the queues they would leave."""
         bids = super().bid(value)
-        self._value = np.broadcast_to(np.asarray(value, dtype=float), (self.K,)).copy()
+        if self.mode == "meanfield":  # the context joins the history in update()
+            self._value = np.broadcast_to(np.asarray(value, dtype=float), (self.K,)).copy()
         k, j = np.arange(self.K), self._last
         la, signed = self._la, self.signed
         self._next_rho = np.where(signed, np.maximum(0.0, self.q_rho + self.eta_rho * la["over"][k, j]),
