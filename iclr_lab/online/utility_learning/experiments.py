@@ -580,10 +580,12 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         "T", Ts.tolist()))
 
     two = tb["two_agent"]
-    out["two_agent"] = _legend_below(curves(two, x="L", y="error", color="signals", log_x=True, log_y=True,
-                              highlight=SIGNAL_NAMES["shared"], x_title="rounds per phase L",
-                              y_title="error up to strategic equivalence", color_title="signals",
-                              title="Two agents, random 3×3 games (mean and range over seeds)"))
+    out["two_agent"] = _legend_below(_x_ticks(curves(
+        two, x="L", y="error", color="signals", log_x=True, log_y=True,
+        highlight=SIGNAL_NAMES["shared"], x_title="rounds per phase L",
+        y_title="error up to strategic equivalence", color_title="signals",
+        title="Two agents, random 3×3 games (mean and range over seeds)"),
+        "L", sorted(float(v) for v in two["L"].unique())))
 
     out["heatmap"] = _heatmap(tb["heatmap"])
 
@@ -592,8 +594,10 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     out["steering"] = curves(st, x="T", y="shortfall", color="rule", log_x=True,
                              highlight=RULE_NAMES["dominance"], x_title="rounds T",
                              y_title="F(T) − F*  (over all rounds)", color_title="principal",
-                             title="Steering random Prisoner's Dilemmas to their optimal CEP")
-    out["steering"] = _legend_below(_recolor(out["steering"], names))
+                             title="Steering random Prisoner's Dilemmas to their optimal CEP "
+                                   "(mean, range over seeds)")
+    out["steering"] = _legend_below(_x_ticks(_recolor(out["steering"], names), "T",
+                                             sorted(float(v) for v in st["T"].unique())))
 
     out["paths"] = _cooperation_chart(tb["paths"])
     return out
