@@ -1,0 +1,286 @@
+"""Tests for iclr_lab.recovery.tubal_fgd: the t-product algebra against its block-circulant
+definition, the measurement operator, the two starts, FGD (gradient, batching, early stopping), the
+four-stage metrics, bad arguments, and the chapter's experiments and explorer."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from iclr_lab.recovery.tubal_fgd import (
+    Measurements,
+    block_circulant,
+    default_step,
+    descend,
+    explore_run,
+    explorer,
+    fgd,
+    fold,
+    gaussian_measurements,
+    numbers,
+    planted_tensor,
+    reproduce,
+    small_init,
+    spectral_init,
+    stage_metrics,
+    t_identity,
+    t_product,
+    t_spectral_norm,
+    t_svd,
+    t_transpose,
+    tubal_rank,
+    unfold,
+)
+
+
+def _rand(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def _loss(meas: Measurements, u: np.ndarray) -> float:
+    r = meas.apply(t_product(u, t_transpose(u))) - meas.y
+    return float(r @ r) / (4 * meas.m)
+
+
+# ----------------------------------------------------------------------------------------------
+# The algebra
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [1, 4, 5])
+def test_t_product_is_block_circulant_and_circular_convolution(k: int) -> None:
+    a, b = _rand(4, 3, k), _rand(3, 2, k, seed=1)
+    c = t_product(a, b)
+    assert np.allclose(c, fold(block_circulant(a) @ unfold(b), k), atol=1e-12)
+    conv = np.zeros((4, 2, k))
+    for i in range(k):
+        for j in range(k):
+            conv[:, :, i] += a[:, :, j] @ b[:, :, (i - j) % k]
+    assert np.allclose(c, conv, atol=1e-12)
+
+
+def test_k_equal_one_is_the_matrix_product() -> None:
+    a, b = _rand(4, 3, 1), _rand(3, 2, 1, seed=1)
+    assert np.allclose(t_product(a, b)[:, :, 0], a[:, :, 0] @ b[:, :, 0])
+
+
+def test_transpose_identity_and_associativity() -> None:
+    a, b, c = _rand(4, 3, 5), _rand(3, 2, 5, seed=1), _rand(2, 6, 5, seed=2)
+    assert np.allclose(t_transpose(t_product(a, b)), t_product(t_transpose(b), t_transpose(a)))
+    assert np.allclose(t_transpose(t_transpose(a)), a)
+    assert np.allclose(block_circulant(t_transpose(a)), block_circulant(a).T)  # the definition
+    assert np.allclose(t_product(t_identity(4, 5), a), a)
+    assert np.allclose(t_product(t_product(a, b), c), t_product(a, t_product(b, c)))
+
+
+@pytest.mark.parametrize("k", [1, 4, 5])
+def test_t_svd_reconstructs_with_orthogonal_factors(k: int) -> None:
+    a = _rand(5, 3, k)
+    u, s, v = t_svd(a)
+    assert u.shape == (5, 3, k) and s.shape == (3, 3, k) and v.shape == (3, 3, k)
+    assert np.allclose(t_product(t_product(u, s), t_transpose(v)), a, atol=1e-12)
+    assert np.allclose(t_product(t_transpose(u), u), t_identity(3, k), atol=1e-12)
+    assert np.allclose(t_product(t_transpose(v), v), t_identity(3, k), atol=1e-12)
+    off = s.copy()
+    idx = np.arange(3)
+    off[idx, idx, :] = 0.0
+    assert np.abs(off).max() < 1e-12  # f-diagonal
+
+
+def test_tubal_rank_and_spectral_norm() -> None:
+    x = _rand(6, 2, 4)
+    assert tubal_rank(t_product(x, t_transpose(x))) == 2
+    assert tubal_rank(planted_tensor(8, 3, 3, 0)) == 3
+    assert tubal_rank(np.zeros((3, 3, 2))) == 0
+    a = _rand(4, 3, 5)
+    assert math.isclose(t_spectral_norm(a), float(np.linalg.norm(block_circulant(a), 2)),
+                        rel_tol=1e-12)
+
+
+def test_planted_tensor_is_symmetric_psd_with_fixed_norm() -> None:
+    x = planted_tensor(7, 2, 3, 1)
+    assert np.allclose(x, t_transpose(x))
+    assert math.isclose(float(np.linalg.norm(x)) ** 2, 2 * 3, rel_tol=1e-12)
+    assert np.linalg.eigvalsh(block_circulant(x)).min() > -1e-10  # PSD as an operator
+
+
+# ----------------------------------------------------------------------------------------------
+# Measurements, starts and FGD
+# ----------------------------------------------------------------------------------------------
+
+
+def test_adjoint_and_noise() -> None:
+    x = planted_tensor(5, 2, 3, 0)
+    meas = gaussian_measurements(x, 40, 0.0, 1)
+    z, v = _rand(5, 5, 3, seed=2), _rand(40, seed=3)
+    assert math.isclose(float(meas.apply(z) @ v), float(np.sum(z * meas.adjoint(v))), rel_tol=1e-12)
+    assert np.allclose(meas.apply(x), meas.y)  # sigma = 0: exact measurements
+    noisy = gaussian_measurements(x, 4000, 0.5, 1)
+    assert abs(float(np.std(noisy.y - noisy.apply(x))) - 0.5) < 0.03
+
+
+def test_split_is_a_partition() -> None:
+    meas = gaussian_measurements(planted_tensor(4, 1, 2, 0), 50, 0.1, 0)
+    tr, va = meas.split(0.1, 0)
+    assert tr.m == 45 and va.m == 5
+    rows = {tuple(a.ravel()[:3]) for a in np.concatenate([tr.A, va.A])}
+    assert len(rows) == 50
+
+
+def test_small_init_scale() -> None:
+    u = small_init(30, 9, 4, 1e-3, 0)
+    assert u.shape == (30, 9, 4)
+    assert abs(float(u.std()) / (1e-3 / 3) - 1) < 0.05
+
+
+def test_spectral_init_is_the_best_psd_rank_R_approximation() -> None:
+    x = planted_tensor(6, 2, 3, 0)
+    meas = gaussian_measurements(x, 300, 0.1, 1)
+    u0 = spectral_init(meas, 3)
+    z0 = t_product(u0, t_transpose(u0))
+    g = meas.adjoint(meas.y) / meas.m
+    gh = np.fft.fft(0.5 * (g + t_transpose(g)), axis=2)
+    zh = np.fft.fft(z0, axis=2)
+    for i in range(3):
+        lam, q = np.linalg.eigh(gh[:, :, i])
+        top = q[:, -3:] * np.maximum(lam[-3:], 0) @ q[:, -3:].conj().T
+        assert np.allclose(zh[:, :, i], top, atol=1e-10)
+    # with many clean measurements the exact-rank spectral start is close to the truth
+    clean = gaussian_measurements(x, 3000, 0.0, 2)
+    u = spectral_init(clean, 2)
+    assert np.linalg.norm(t_product(u, t_transpose(u)) - x) / np.linalg.norm(x) < 0.2
+
+
+def test_one_step_is_gradient_descent_on_the_loss() -> None:
+    x = planted_tensor(5, 2, 3, 0)
+    meas = gaussian_measurements(x, 60, 0.1, 1)
+    u0 = 0.3 * _rand(5, 3, 3, seed=4)
+    eta = 0.01
+    res = fgd(meas, 3, u0=u0, eta=eta, steps=1)
+    step = (u0 - res.U) / eta  # the gradient FGD used
+    e, h = _rand(5, 3, 3, seed=5), 1e-6
+    fd = (_loss(meas, u0 + h * e) - _loss(meas, u0 - h * e)) / (2 * h)
+    assert math.isclose(float(np.sum(step * e)), fd, rel_tol=1e-6)
+    assert math.isclose(res.train_loss[0], _loss(meas, u0), rel_tol=1e-12)
+
+
+def test_batched_padded_descent_equals_single_runs() -> None:
+    x = planted_tensor(6, 2, 3, 0)
+    meas = gaussian_measurements(x, 120, 0.05, 1)
+    tr, va = meas.split(0.2, 2)
+    u_a, u_b = small_init(6, 2, 3, 1e-3, 3), small_init(6, 4, 3, 1e-3, 4)
+    eta = default_step(tr)
+    singles = [fgd(tr, u.shape[1], u0=u, eta=eta, steps=60, val=va, x_star=x) for u in (u_a, u_b)]
+    u0 = np.zeros((1, 2, 6, 4, 3))
+    u0[0, 0, :, :2], u0[0, 1] = u_a, u_b
+    traj = descend(u0, tr.A[None], np.stack([tr.y, tr.y])[None], eta, 60, a_val=va.A[None],
+                   y_val=np.stack([va.y, va.y])[None], x_star=x[None])
+    for b, res in enumerate(singles):
+        assert np.allclose(traj.rse[:, 0, b], res.rse, rtol=1e-9, atol=1e-14)
+        assert np.allclose(traj.val_loss[:, 0, b], res.val_loss, rtol=1e-9)
+        assert traj.t_best[0, b] == res.t_es
+
+
+def test_early_stopping_returns_the_validation_minimum() -> None:
+    x = planted_tensor(8, 2, 3, 0)
+    meas = gaussian_measurements(x, 240, 0.5, 1)
+    tr, va = meas.split(0.1, 2)
+    res = fgd(tr, 8, alpha=1e-3, steps=600, val=va, x_star=x, rng=3)
+    assert res.t_es == int(np.argmin(res.val_loss))
+    assert math.isclose(_loss(va, res.U_es) * va.m, res.val_loss[res.t_es], rel_tol=1e-9)
+    rse_es = float(np.sum((res.X_es - x) ** 2) / np.sum(x**2))
+    assert math.isclose(rse_es, res.rse[res.t_es], rel_tol=1e-9)
+    assert np.all(np.isnan(fgd(tr, 2, steps=5).val_loss))  # no validation data, no ES
+
+
+def test_small_start_recovers_the_truth_without_noise() -> None:
+    x = planted_tensor(8, 2, 3, 0)
+    meas = gaussian_measurements(x, 5 * 8 * 2 * 3, 0.0, 1)
+    res = fgd(meas, 6, alpha=1e-6, steps=800, x_star=x, rng=2)
+    assert res.rse[-1] < 1e-6  # over-parameterised (R = 6 > r = 2) and still exact
+    assert tubal_rank(res.X, tol=1e-4) == 2
+
+
+def test_stage_metrics_of_the_exact_factor() -> None:
+    factor = _rand(6, 2, 3)
+    x = t_product(factor, t_transpose(factor))
+    u = np.concatenate([factor, np.zeros((6, 3, 3))], axis=1)  # R = 5, redundant part zero
+    m = stage_metrics(u, x, 2)
+    assert m["redundant"] < 1e-12 and m["alignment"] < 1e-8
+    smallest = np.linalg.svd(np.fft.fft(factor, axis=2).transpose(2, 0, 1), compute_uv=False)
+    assert math.isclose(m["signal"], float(smallest[:, -1].min()), rel_tol=1e-9)
+    u2 = u.copy()
+    u2[:, 4, :] = 0.1 * _rand(6, 3, seed=3)  # a redundant column outside the signal's span
+    assert stage_metrics(u2, x, 2)["redundant"] > 0.01
+
+
+# ----------------------------------------------------------------------------------------------
+# Bad arguments
+# ----------------------------------------------------------------------------------------------
+
+
+def test_bad_arguments() -> None:
+    x = planted_tensor(5, 2, 3, 0)
+    meas = gaussian_measurements(x, 30, 0.1, 0)
+    with pytest.raises(ValueError, match="R"):
+        fgd(meas, 0)  # R < 1
+    with pytest.raises(ValueError, match="R"):
+        fgd(meas, 6)  # R > n
+    with pytest.raises(ValueError, match="eta"):
+        fgd(meas, 2, eta=-0.1)  # negative step
+    with pytest.raises(ValueError, match="alpha"):
+        fgd(meas, 2, alpha=0.0)
+    with pytest.raises(ValueError, match="steps"):
+        fgd(meas, 2, steps=0)
+    with pytest.raises(ValueError, match="init"):
+        fgd(meas, 2, init="large")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="x_star"):
+        fgd(meas, 2, x_star=np.zeros((4, 4, 3)))  # shape mismatch
+    with pytest.raises(ValueError, match="u0"):
+        fgd(meas, 2, u0=np.zeros((5, 3, 3)))
+    with pytest.raises(ValueError, match="sigma"):
+        gaussian_measurements(x, 10, -1.0)
+    with pytest.raises(ValueError, match="r"):
+        planted_tensor(5, 0, 3)
+    with pytest.raises(ValueError, match="val_fraction"):
+        meas.split(1.0)
+    with pytest.raises(ValueError, match="a .*b"):
+        t_product(_rand(3, 2, 4), _rand(3, 2, 4))  # inner sizes disagree
+    with pytest.raises(ValueError, match="third-order"):
+        t_transpose(np.zeros((3, 3)))
+    with pytest.raises(TypeError, match="real"):
+        t_product(np.zeros((2, 2, 2), dtype=complex), np.zeros((2, 2, 2)))
+    with pytest.raises(ValueError, match="finite"):
+        t_svd(np.full((2, 2, 2), np.nan))
+    with pytest.raises(ValueError, match="y"):
+        Measurements(np.zeros((3, 2, 2, 2)), np.zeros(4))
+    with pytest.raises(ValueError, match="alpha"):
+        explore_run(alpha=-1.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# The chapter's experiments and explorer
+# ----------------------------------------------------------------------------------------------
+
+
+def test_reproduce_smoke_tables_and_numbers() -> None:
+    report = reproduce("smoke", 0)
+    runs = report.tables["runs"]
+    assert set(runs["method"]) >= {"FGD, small start (paper)", "FGD, spectral start"}
+    assert (runs["rse_min"] <= runs["rse_es"] + 1e-15).all()
+    assert (runs["rse_min"] <= runs["rse_last"] + 1e-15).all()
+    values = numbers(report)
+    assert all(math.isfinite(v) for v in values.values())
+    assert {c.name for c in report.claims} >= {"small_ignores_R", "spectral_grows_with_R",
+                                               "es_near_min", "late_overfitting", "noise_flat_in_R"}
+    for name, chart in report.charts().items():
+        assert chart.to_dict(), name
+
+
+def test_explorer_controls_change_the_result() -> None:
+    w = explorer()
+    first = w.result.to_dict()
+    w.children[1].value = 4  # R
+    assert w.result.to_dict() != first
