@@ -74,6 +74,8 @@ COLORS = {MTDAO_NAME: "#d62728", LOCAL_ADAM: "#1f77b4", LOCAL_ADAM_99: "#2ca02c"
 LR_GRID = (0.01, 0.03, 0.1, 0.3)
 #: One model-sized all-reduce takes as long as this many local steps in the simulated wall-clock.
 COMM_STEPS = 1.0
+#: Log-scale charts draw losses below this at this value (DDP's training loss falls to ~1e-10).
+LOSS_FLOOR = 1e-4
 
 
 def methods(lr: float, period: int) -> list[Method]:
@@ -356,13 +358,16 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
 
     # the main figure: each method's gap to DDP, one dot per seed, a tick at the median
     gaps = final[final["method"] != DDP]
+    shown = [m for m in order if m != DDP]
+    color_gap = alt.Color("method:N", scale=palette(shown, MTDAO_NAME, colors=COLORS),
+                          title="method", sort=shown)
     med = gaps.groupby("method", as_index=False)["gap"].median()
     y_gap = alt.Y("gap:Q", title="final loss − DDP's (nats)")
-    x_m = alt.X("method:N", sort=order, title=None, axis=alt.Axis(labelAngle=-20))
+    x_m = alt.X("method:N", sort=shown, title=None, axis=alt.Axis(labelAngle=-20))
     dots = alt.Chart(gaps).mark_point(filled=True, size=55, opacity=0.8).encode(
-        x=x_m, y=y_gap, color=color,
+        x=x_m, y=y_gap, color=color_gap,
         tooltip=["method", "seed", "lr", alt.Tooltip("gap:Q", format=".4f")])
-    ticks = alt.Chart(med).mark_tick(thickness=3, size=30).encode(x=x_m, y=y_gap, color=color)
+    ticks = alt.Chart(med).mark_tick(thickness=3, size=30).encode(x=x_m, y=y_gap, color=color_gap)
     strongest = tuned_local_adam(t["tuning"])
     half = 0.5 * float(med.set_index("method").loc[strongest, "gap"])
     rule_df = pd.DataFrame({"gap": [half, 0.0],
@@ -375,9 +380,13 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         width=440, height=260, title="Gap to DDP at the end of training (dots: seeds)")
 
     # the learning-rate grid on the tuning seed
-    tun = t["tuning"]
-    x_lr = alt.X("lr:Q", scale=alt.Scale(type="log"), title="peak learning rate")
-    y_l = alt.Y("final_loss:Q", scale=alt.Scale(type="log"), title="final training loss")
+    # not floored: DDP's fall to ~1e-10 as the rate grows is the memorisation the text describes
+    tun = t["tuning"].assign(final_loss=lambda d: d["final_loss"].clip(lower=1e-15))
+    x_lr = alt.X("lr:Q", scale=alt.Scale(type="log", domain=[min(tun["lr"]) / 1.3,
+                                                             max(tun["lr"]) * 1.3], nice=False),
+                 title="peak learning rate")
+    y_l = alt.Y("final_loss:Q", scale=alt.Scale(type="log"), title="final training loss",
+                axis=alt.Axis(format=".0e"))
     lines = alt.Chart(tun).mark_line(point=True).encode(
         x=x_lr, y=y_l, color=color,
         tooltip=["method", "lr", alt.Tooltip("final_loss:Q", format=".4g")])
@@ -386,26 +395,32 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     figs["tuning"] = alt.layer(lines, bests).properties(
         width=440, height=260, title=f"Tuning on seed {int(tun['seed'].iloc[0])} (circled: best rate)")
 
+    cur = cur.assign(loss=cur["loss"].clip(lower=LOSS_FLOOR))
+    y_floor = f"training loss (below {LOSS_FLOOR:g}: drawn at it)"
     local = cur[cur["units"] > 0]
     figs["loss_vs_bytes"] = curves(
         thin(local, "units", 80, log=True), x="units", y="loss", color="method", log_x=True,
-        log_y=True, x_title="model-sized all-reduces so far (per worker)", y_title="training loss",
+        log_y=True, x_title="model-sized all-reduces so far (per worker)", y_title=y_floor,
         highlight=MTDAO_NAME, color_title="method", colors=COLORS,
         title="Loss against communication")
     figs["loss_vs_time"] = curves(
         cur, x="sim_time", y="loss", color="method", log_y=True,
         x_title=f"simulated time (local steps; one all-reduce = {COMM_STEPS:g} step)",
-        y_title="training loss", highlight=MTDAO_NAME, color_title="method", colors=COLORS,
+        y_title=y_floor, highlight=MTDAO_NAME, color_title="method", colors=COLORS,
         title="Loss against simulated wall-clock")
 
     # Experiment A: simulated variance against the formula
     var = t["variance"].assign(beta=lambda d: d["beta"].map(lambda b: f"β = {b:g}"))
-    x_k = alt.X("K:Q", scale=alt.Scale(type="log"), title="local steps since the average, K")
-    y_v = alt.Y("formula:Q", scale=alt.Scale(type="log"), title="variance of the momentum (σ = 1)")
-    bcol = alt.Color("beta:N", title="momentum", scale=palette(sorted(var["beta"].unique())))
+    x_k = alt.X("K:Q", scale=alt.Scale(type="log", domain=[0.8, float(var["K"].max()) * 1.25],
+                                        nice=False), title="local steps since the average, K")
+    y_scale = alt.Scale(type="log")
+    y_v = alt.Y("formula:Q", scale=y_scale, title="variance of the momentum (σ = 1)",
+                axis=alt.Axis(format=".0e"))
+    betas = sorted(var["beta"].unique())
+    bcol = alt.Color("beta:N", title="momentum", scale=palette(betas, betas))
     formula = alt.Chart(var).mark_line().encode(x=x_k, y=y_v, color=bcol)
     sim = alt.Chart(var).mark_point(filled=True, size=60).encode(
-        x=x_k, y=alt.Y("empirical:Q", scale=alt.Scale(type="log")), color=bcol,
+        x=x_k, y=alt.Y("empirical:Q", scale=y_scale), color=bcol,
         tooltip=["beta", "K", alt.Tooltip("empirical:Q", format=".4g"),
                  alt.Tooltip("formula:Q", format=".4g"), alt.Tooltip("rel_error:Q", format=".2%")])
     figs["variance"] = alt.layer(formula, sim).properties(
