@@ -469,8 +469,9 @@ class IMPResult:
         rounds: pruning rounds.
         steps: Adam steps in all (the gradient budget used).
         dense_params: parameters of the dense network ``d m + m`` that training holds.
-        working_floats: floats held while training: weights, gradients, two Adam moments and the
-            mask, ``5 (d m + m) + d m``.
+        working_floats: floats held while training besides the data: weights, gradients, two Adam
+            moments and the mask, ``5 (d m + m) + d m``, and what the backward pass keeps, the
+            pre-activations and activations of the ``n`` samples and the output, ``2 n m + n``.
         losses: training loss after each phase (one per round, plus the final ticket).
     """
 
@@ -570,4 +571,6 @@ def imp(X: np.ndarray, y: np.ndarray, width: int, s: int, *, budget: int, lr: fl
         W = (u * mask).detach().numpy().copy()
         vv = v.detach().numpy().copy()
     dense = d * m + m
-    return IMPResult(W, vv, len(counts), per_phase * phases, dense, 5 * dense + d * m, losses)
+    n = X.shape[0]
+    return IMPResult(W, vv, len(counts), per_phase * phases, dense,
+                     5 * dense + d * m + 2 * n * m + n, losses)
