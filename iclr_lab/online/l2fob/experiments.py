@@ -814,7 +814,7 @@ def anatomy_chart(df: pd.DataFrame) -> alt.TopLevelMixin:
                                                                          strict=True)]
     # the control lists the queue values themselves (they are not evenly spaced)
     slider = alt.param(name="q_param", value=min(qs, key=lambda q: abs(q - 1.0)),
-                       bind=alt.binding_radio(options=qs, labels=[f"{q:g}" for q in qs],
+                       bind=alt.binding_radio(options=qs, labels=[f"{q:g}\u2002" for q in qs],
                                               name="ROI queue Q_γ(t−1): "))
     terms = list(dict.fromkeys(data["term"]))
     lines = alt.Chart(data).mark_line(clip=True).encode(
