@@ -489,6 +489,7 @@ def numbers(report: Report) -> dict[str, float]:
     shared = two[(two["signals"] == SIGNAL_NAMES["shared"]) & (two["L"] == L_claim)]["error"]
     wide = hi.pivot_table(index="seed", columns="rule", values="F")
     wide_lo = st[st["T"] == steer_T[0]].pivot_table(index="seed", columns="rule", values="F")
+    diff_lo = wide_lo[rule["cep"]] - wide_lo[rule["dominance"]]
     share = (wide[rule["oracle_cep"]] - wide[rule["none"]]) / (wide[rule["oracle"]]
                                                                - wide[rule["none"]])
     easy = hi.drop_duplicates("seed").set_index("seed")["cep_enforces"].astype(bool)
@@ -502,7 +503,8 @@ def numbers(report: Report) -> dict[str, float]:
         "share_easy_min": float(share[easy].min()) if easy.any() else math.nan,
         "share_hard_max": float(share[~easy].max()) if (~easy).any() else math.nan,
         "learned_cep_vs_dom": float((wide[rule["cep"]] - wide[rule["dominance"]]).abs().max()),
-        "learned_cep_minus_dom_lo": float((wide_lo[rule["cep"]] - wide_lo[rule["dominance"]]).median()),
+        "learned_cep_minus_dom_lo_max": float(diff_lo.max()),
+        "learned_cep_better_lo_games": float((diff_lo > 0.01).sum()),
         "gap_lo": gap_lo_med, "four_eps_hi": 4 * med(dom_hi, "eps_hat"),
         "eps_over_error_hi": float((dom_hi["eps_hat"] / dom_hi["error"]).median()),
         "probe_Tmax": med(probe[(probe["agent"] == "Hedge") & (probe["T"] == sz_T[-1])]),
