@@ -297,3 +297,21 @@ def test_explorer_recomputes_and_midnorm_stays_put():
     label = dnt.LAYOUTS["mid"]
     np.testing.assert_allclose(spec[spec.layout == label].singular_value.max(),
                                base[base.layout == label].singular_value.max(), rtol=1e-4)
+
+
+def test_edge_tie_measures_how_far_an_edge_optimum_beats_the_middle_rate():
+    report = dnt.reproduce("smoke", 0)
+    sweep = report.tables["sweep"]
+    cell = sweep.cell.iloc[0]
+    rows = sweep.cell == cell
+    middle = float(sweep[rows & (sweep.grid_point == 1)].val_loss.iloc[0])
+    # make this cell's top rate the best by 0.5 nats, and every other cell's middle rate the best
+    sweep.loc[rows & (sweep.grid_point == 2), "val_loss"] = middle - 0.5
+    for c, s in sweep.groupby("cell"):
+        if c != cell:
+            sweep.loc[s.index[s.grid_point == 1], "val_loss"] = s.val_loss.min() - 1.0
+    sweep["best"] = sweep.val_loss == sweep.groupby("cell").val_loss.transform("min")
+    assert dnt.numbers(report)["edge_tie_max"] == pytest.approx(0.5)
+    sweep.loc[rows & (sweep.grid_point == 1), "val_loss"] = sweep[rows].val_loss.min() - 1.0
+    sweep["best"] = sweep.val_loss == sweep.groupby("cell").val_loss.transform("min")
+    assert dnt.numbers(report)["edge_tie_max"] == 0.0  # every optimum interior

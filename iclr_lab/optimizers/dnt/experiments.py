@@ -336,6 +336,11 @@ def numbers(report: Report) -> dict[str, float]:
         values[f"wnorm_dnt_msgdw_{point}"] = float(dm.mean_weight_norm.loc[point])
         values[f"loss_dnt_msgdw_{point}"] = float(dm.val_loss.loc[point])
     values["init_weight_norm"] = _init_weight_norm(report)
+    # for every cell whose best rate is an edge of its grid: how much lower its loss is than the
+    # middle rate's (a near-tie says the loss is flat there); 0 when every optimum is interior
+    edge = [float(s.set_index("grid_point").val_loss.loc[1] - s.val_loss.min())
+            for _, s in sweep.groupby("cell") if s.best.any() and not s[s.best].grid_point.eq(1).any()]
+    values["edge_tie_max"] = max(edge, default=0.0)
     return {k: float(v) for k, v in values.items()}
 
 
@@ -378,7 +383,6 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
 
     t = report.tables
     out: dict[str, alt.TopLevelMixin] = {}
-    labels = [c.label for c in CELLS]
     floor = float(t["language"].entropy_floor.iloc[0])
 
     sw = t["sweep"].replace([np.inf, -np.inf], np.nan).dropna(subset=["val_loss"])
@@ -434,7 +438,6 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
                  alt.Tooltip("fraction:Q", format=".3f")],
     ).add_params(pick_tensor).transform_filter(alt.datum.tensor == pick_tensor).properties(
         width=440, height=240, title="Gradient entries, pooled or of one weight matrix (menu below)")
-    _ = labels
     return out
 
 
