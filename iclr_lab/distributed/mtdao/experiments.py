@@ -416,8 +416,8 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     y_scale = alt.Scale(type="log")
     y_v = alt.Y("formula:Q", scale=y_scale, title="variance of the momentum (σ = 1)",
                 axis=alt.Axis(format=".0e"))
-    betas = sorted(var["beta"].unique())
-    bcol = alt.Color("beta:N", title="momentum", scale=palette(betas, betas))
+    beta_names = sorted(var["beta"].unique())
+    bcol = alt.Color("beta:N", title="momentum", scale=palette(beta_names, beta_names))
     formula = alt.Chart(var).mark_line().encode(x=x_k, y=y_v, color=bcol)
     sim = alt.Chart(var).mark_point(filled=True, size=60).encode(
         x=x_k, y=alt.Y("empirical:Q", scale=y_scale), color=bcol,
