@@ -12,6 +12,8 @@ import pytest
 from iclr_lab.recovery.tubal_fgd import (
     Measurements,
     block_circulant,
+    complete,
+    completion_demo,
     default_step,
     descend,
     explore_run,
@@ -21,6 +23,7 @@ from iclr_lab.recovery.tubal_fgd import (
     gaussian_measurements,
     numbers,
     planted_tensor,
+    psnr,
     reproduce,
     small_init,
     spectral_init,
@@ -284,3 +287,44 @@ def test_explorer_controls_change_the_result() -> None:
     first = w.result.to_dict()
     w.children[1].value = 4  # R
     assert w.result.to_dict() != first
+
+
+# ----------------------------------------------------------------------------------------------
+# Completion
+# ----------------------------------------------------------------------------------------------
+
+
+def test_psnr_closed_form() -> None:
+    truth = np.full((4, 4, 3), 0.5)
+    assert math.isclose(psnr(truth + 0.1, truth), 20.0, rel_tol=1e-12)  # MSE 0.01
+    assert psnr(truth, truth) == math.inf
+    assert math.isclose(psnr(truth + 2.0, truth), psnr(np.ones_like(truth), truth))  # clipped
+
+
+def test_completion_recovers_a_low_rank_tensor_and_stops_at_the_validation_minimum() -> None:
+    left, right = _rand(12, 2, 3), _rand(10, 2, 3, seed=1)
+    truth = t_product(left, t_transpose(right))
+    mask = np.random.default_rng(2).uniform(size=truth.shape) < 0.6
+    res = complete(np.where(mask, truth, 0.0), mask, 4, alpha=1e-4, steps=2000, truth=truth, rng=3)
+    # over-parameterised (R = 4 > 2), noise-free, small start: the missing entries are recovered
+    assert np.linalg.norm(res.X_es - truth) / np.linalg.norm(truth) < 1e-2
+    assert res.t_es == int(np.argmin(res.val_loss))
+    assert math.isclose(psnr(res.X_es, truth), res.psnr[res.t_es], rel_tol=1e-12)
+    spectral = complete(np.where(mask, truth, 0.0), mask, 2, init="spectral", steps=5, rng=3)
+    assert np.isrealobj(spectral.X) and np.all(np.isfinite(spectral.X))
+
+
+def test_completion_bad_arguments() -> None:
+    y, mask = np.zeros((4, 4, 2)), np.ones((4, 4, 2), dtype=bool)
+    with pytest.raises(ValueError, match="R"):
+        complete(y + 1.0, mask, 0)
+    with pytest.raises(ValueError, match="mask"):
+        complete(y, mask[:, :, :1], 2)
+    with pytest.raises(ValueError, match="val_fraction"):
+        complete(y + 1.0, mask, 2, val_fraction=1.0)
+    with pytest.raises(ValueError, match="eta"):
+        complete(y + 1.0, mask, 2, eta=-1.0)
+    with pytest.raises(ValueError, match="nothing to complete"):
+        complete(y, mask, 2)
+    with pytest.raises(ValueError, match="p"):
+        completion_demo(p=0.0)

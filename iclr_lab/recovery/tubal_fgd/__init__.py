@@ -2,14 +2,16 @@
 
 Reproduces Liu, Geng, Wang, Tang, Han & Wang, "The Power of Small Initialization in Noisy
 Low-Tubal-Rank Tensor Recovery" (ICLR 2026, arXiv 2603.02729). The chapter is
-``book/recovery/tubal_fgd.md``. The package splits in three:
+``book/recovery/tubal_fgd.md``. The package splits in four:
 
 * :mod:`~iclr_lab.recovery.tubal_fgd.algebra`: the t-product, t-transpose, t-SVD and tubal rank;
 * :mod:`~iclr_lab.recovery.tubal_fgd.method`: what a user imports: Gaussian measurements, the small
   and the spectral start, :func:`fgd` with validation-based early stopping, and the four-stage
   metrics;
 * :mod:`~iclr_lab.recovery.tubal_fgd.experiments`: the chapter's :func:`reproduce`, its claims,
-  charts and explorer.
+  charts and explorer;
+* :mod:`~iclr_lab.recovery.tubal_fgd.completion`: asymmetric FGD for tensor completion and the
+  chapter's colour-image demonstration.
 """
 
 from iclr_lab.recovery.tubal_fgd.algebra import (
@@ -22,6 +24,13 @@ from iclr_lab.recovery.tubal_fgd.algebra import (
     t_transpose,
     tubal_rank,
     unfold,
+)
+from iclr_lab.recovery.tubal_fgd.completion import (
+    CompletionResult,
+    complete,
+    completion_demo,
+    completion_figure,
+    psnr,
 )
 from iclr_lab.recovery.tubal_fgd.experiments import (
     SIZES,
@@ -48,12 +57,16 @@ from iclr_lab.recovery.tubal_fgd.method import (
 
 __all__ = [
     "SIZES",
+    "CompletionResult",
     "FGDResult",
     "Measurements",
     "Trajectory",
     "block_circulant",
     "book_problem",
     "charts",
+    "complete",
+    "completion_demo",
+    "completion_figure",
     "default_step",
     "descend",
     "explore_run",
@@ -63,6 +76,7 @@ __all__ = [
     "gaussian_measurements",
     "numbers",
     "planted_tensor",
+    "psnr",
     "reproduce",
     "small_init",
     "spectral_init",

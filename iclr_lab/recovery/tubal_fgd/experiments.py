@@ -469,6 +469,7 @@ def numbers(report: Report) -> dict[str, float]:
         "noisy_small_t_es": float(ns[SMALL]["iteration of ES"]),
         "noisy_small_t_min": float(ns[SMALL]["iteration of smallest"]),
         "noisy_spectral_es": float(ns[SPECTRAL]["error at ES"]),
+        "noisy_spectral_min": float(ns[SPECTRAL]["smallest error"]),
         "noisy_spectral_last": float(ns[SPECTRAL]["last error"]),
         "noisy_spectral_t_min": float(ns[SPECTRAL]["iteration of smallest"]),
         "noisy_exact": float(ns[EXACT]["error at ES"]),
@@ -499,6 +500,19 @@ def _colors() -> dict[str, str]:
     return {SMALL: METHOD_COLORS[0], SPECTRAL: BASELINE_COLORS[0], EXACT: BASELINE_COLORS[1]}
 
 
+def _x_ticks(chart: Any, values: Sequence[float]) -> Any:
+    """Tick the x axis of every layer of ``chart`` (nested layers too) at ``values``, the grid that
+    ran."""
+    import altair as alt
+
+    for layer in chart.layer:
+        if isinstance(layer, alt.LayerChart):
+            _x_ticks(layer, values)
+        elif layer.encoding is not alt.Undefined and layer.encoding.x is not alt.Undefined:
+            layer.encoding.x["axis"] = alt.Axis(values=[float(v) for v in values], format="~g")
+    return chart
+
+
 def _rank_chart(tb: dict[str, pd.DataFrame]) -> alt.TopLevelMixin:
     """The main comparison: validation-chosen error against R, both starts, median and range over
     seeds, with the exact-rank error as a reference line."""
@@ -514,7 +528,8 @@ def _rank_chart(tb: dict[str, pd.DataFrame]) -> alt.TopLevelMixin:
                    y_title="relative error at the ES iterate", color_title="start",
                    highlight=SMALL, colors=_colors(),
                    title=f"Over-parameterisation, σ = {s0:g}")
-    return chart + reference_line(exact, label="exact rank (median)")
+    return _x_ticks(chart, sorted(at["R"].unique())) + reference_line(
+        exact, label="exact rank (median)")
 
 
 def _trajectory_chart(tb: dict[str, pd.DataFrame]) -> alt.TopLevelMixin:
@@ -572,10 +587,11 @@ def _noise_chart(tb: dict[str, pd.DataFrame]) -> alt.TopLevelMixin:
     runs["series"] = [f"{short[m]}, σ = {s:g}" for m, s in zip(runs["method"], runs["sigma"],
                                                                 strict=True)]
     hl = [s for s in runs["series"].unique() if s.startswith("small")]
-    return curves(runs, x="R", y="error / σ²", color="series", log_x=True, log_y=True,
-                  x_title="factor rank R", y_title="error at the ES iterate / σ²",
-                  color_title="start, noise", highlight=hl,
-                  title="Error per unit of noise variance")
+    chart = curves(runs, x="R", y="error / σ²", color="series", log_x=True, log_y=True,
+                   x_title="factor rank R", y_title="error at the ES iterate / σ²",
+                   color_title="start, noise", highlight=hl,
+                   title="Error per unit of noise variance")
+    return _x_ticks(chart, sorted(runs["R"].unique()))
 
 
 def charts(report: Report) -> dict[str, alt.TopLevelMixin]:

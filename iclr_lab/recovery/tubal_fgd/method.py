@@ -242,6 +242,29 @@ def default_step(meas: Measurements, step: float = STEP) -> float:
 # ----------------------------------------------------------------------------------------------
 
 
+def _symmetric_pairs(n: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries of an ``n x n x k`` tensor in the slice-first layout ``(k, n, n)``, flattened,
+    paired by the t-transpose ``(l, a, b) <-> (-l mod k, b, a)``.
+
+    Returns ``(pair, reps, weight)``: the partner of every entry, one representative of each pair
+    (the smaller index), and ``1/2`` for a representative with a distinct partner, ``1`` for an
+    entry that is its own partner. For a t-symmetric ``Z``, ``<A, Z> = <A', Z[reps]>`` with
+    ``A' = A[reps] + A[pair[reps]]`` (once for self-paired entries), and ``sym(A)[reps] =
+    weight * A'``.
+    """
+    ell, a, b = np.meshgrid(np.arange(k), np.arange(n), np.arange(n), indexing="ij")
+    pair = (((-ell) % k) * n * n + b * n + a).ravel()
+    reps = np.flatnonzero(np.arange(pair.size) <= pair)
+    weight = np.where(pair[reps] == reps, 1.0, 0.5)
+    return pair, reps, weight
+
+
+def _fold_pairs(a: np.ndarray, pair: np.ndarray, reps: np.ndarray) -> np.ndarray:
+    """Sensing rows ``(..., d)`` folded onto the representatives of :func:`_symmetric_pairs`."""
+    own = pair[reps] == reps
+    return np.ascontiguousarray(a[..., reps] + np.where(own, 0.0, a[..., pair[reps]]))
+
+
 @dataclass
 class Trajectory:
     """What :func:`descend` records, for ``S`` problems x ``B`` runs each.
@@ -295,10 +318,14 @@ def descend(u0: np.ndarray, a_train: np.ndarray, y_train: np.ndarray, eta: np.nd
     tubes = _Tubes(k)
     d, m = n * n * k, a_train.shape[1]
     # the sensing tensors as rows over the slice-first layout in which Z is computed
-    a_tr = np.ascontiguousarray(_slice_first(a_train).reshape(S, m, d))
+    # Z_t = U_t * U_t^T is t-symmetric (Z[l, a, b] = Z[-l mod k, b, a]), so each measurement needs
+    # only one entry of every such pair, against the sum of the two sensing entries: half the work.
+    pair, reps, weight = _symmetric_pairs(n, k)
+    a_tr = _fold_pairs(_slice_first(a_train).reshape(S, m, d), pair, reps)  # (S, m, d')
     a_tr_t = np.ascontiguousarray(np.swapaxes(a_tr, 1, 2))
     has_val = a_val is not None and y_val is not None
-    a_va_t = (np.ascontiguousarray(np.swapaxes(_slice_first(a_val).reshape(S, -1, d), 1, 2))
+    a_va_t = (np.ascontiguousarray(np.swapaxes(
+        _fold_pairs(_slice_first(a_val).reshape(S, -1, d), pair, reps), 1, 2))
               if a_val is not None and y_val is not None else None)
     xk = _slice_first(x_star) if x_star is not None else None
     x_norm2 = np.sum(xk**2, axis=(1, 2, 3))[:, None] if xk is not None else None
@@ -315,7 +342,7 @@ def descend(u0: np.ndarray, a_train: np.ndarray, y_train: np.ndarray, eta: np.nd
     wanted = set(monitor_at)
     for t in range(steps + 1):
         z = tubes.from_fourier(uh @ _herm(uh))  # Z_t = U_t * U_t^T, (S, B, k, n, n)
-        zf = z.reshape(S, B, d)
+        zf = z.reshape(S, B, d)[..., reps]
         resid = zf @ a_tr_t - y_train  # M(Z_t) - y on the training measurements
         with np.errstate(over="ignore", invalid="ignore"):
             loss = np.sum(resid**2, axis=2) / (4 * m)
@@ -339,8 +366,13 @@ def descend(u0: np.ndarray, a_train: np.ndarray, y_train: np.ndarray, eta: np.nd
             out.monitor[t] = _stage_metrics_fourier(uh, v_star, r)
         if t == steps:
             break
-        g = tubes.to_fourier((resid @ a_tr).reshape(S, B, k, n, n) / m)  # M*(M(Z_t) - y) / m
-        g = 0.5 * (g + _herm(g))  # symmetrised: the exact gradient of the loss is g * U_t
+        # sym(M*(M(Z_t) - y)) / m: the exact gradient of the loss is this times U_t
+        g_pairs = (resid @ a_tr) * (weight / m)
+        g_full = np.empty((S, B, d))
+        g_full[..., reps] = g_pairs
+        g_full[..., pair[reps]] = g_pairs
+        g = tubes.to_fourier(g_full.reshape(S, B, k, n, n))
+        g = 0.5 * (g + _herm(g))  # symmetric already; this removes the rounding
         uh = uh - eta_ * (g @ uh)
     out.u_last = uh
     if not has_val:
