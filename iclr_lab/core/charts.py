@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import altair as alt
 import numpy as np
@@ -177,7 +177,7 @@ def thin(df: pd.DataFrame, x: str, points: int = 120, log: bool = False) -> pd.D
 def _band_layers(data: pd.DataFrame, x: str, y: str, color: str | None, log_x: bool,
                  log_y: bool, *, x_title: str, y_title: str, color_title: str | None,
                  highlight: Highlight, domain: list[float] | None = None,
-                 colors: Mapping[str, str] | None = None) -> list[alt.Chart]:
+                 colors: Mapping[str, str] | None = None, center: str = "mean") -> list[alt.Chart]:
     base = alt.Chart(data)
     yscale = _scale(log_y)
     if domain is not None:
@@ -189,8 +189,8 @@ def _band_layers(data: pd.DataFrame, x: str, y: str, color: str | None, log_x: b
     band_color = {"fill": alt.Fill(f"{color}:N", scale=scale, legend=None)} if color else {}
     line = base.mark_line(point=alt.OverlayMarkDef(size=18)).encode(
         x=alt.X(f"{x}:Q", scale=_scale(log_x), title=x_title),
-        y=alt.Y("mean:Q", scale=yscale, title=y_title),
-        tooltip=[*([color] if color else []), x, alt.Tooltip("mean:Q", format=".4g"),
+        y=alt.Y(f"{center}:Q", scale=yscale, title=y_title),
+        tooltip=[*([color] if color else []), x, alt.Tooltip(f"{center}:Q", format=".4g"),
                  alt.Tooltip("lo:Q", format=".4g"), alt.Tooltip("hi:Q", format=".4g"), "seeds"],
         **line_color, **_stroke(color, highlight),
     )
@@ -206,21 +206,38 @@ def _own_legends(chart: alt.LayerChart) -> alt.LayerChart:
     return chart.resolve_legend(color="independent", fill="independent")
 
 
+Center = Literal["mean", "median"]
+
+
+def _summary(df: pd.DataFrame, by: list[str], y: str, seed: str, center: Center) -> pd.DataFrame:
+    """Per-group summary over seeds for the band charts; the line follows ``center``."""
+    if center not in ("mean", "median"):
+        raise ValueError(f"center must be 'mean' or 'median'; got {center!r}")
+    df = df.assign(**{seed: df[seed] if seed in df else 0})
+    data = summarize_seeds(df, by, y, seed)
+    if center == "median":
+        data["median"] = df.groupby(by, sort=True)[y].median().to_numpy()
+    return data
+
+
 def curves(df: pd.DataFrame, *, x: str, y: str, color: str | None = None, seed: str = "seed",
            log_x: bool = False, log_y: bool = False, title: str = "", x_title: str | None = None,
            y_title: str | None = None, color_title: str | None = None,
-           highlight: Highlight = None, colors: Mapping[str, str] | None = None) -> alt.LayerChart:
-    """Mean of ``y`` against ``x`` per ``color`` group, with a min-max band over ``seed``.
+           highlight: Highlight = None, colors: Mapping[str, str] | None = None,
+           center: Center = "mean") -> alt.LayerChart:
+    """Mean (or, with ``center="median"``, median) of ``y`` against ``x`` per ``color`` group, with a
+    min-max band over ``seed``.
 
     ``highlight`` names the paper's method (one or more ``color`` values): fixed colour, thick line.
-    ``colors`` fixes the colour of named groups (see :func:`palette`).
+    ``colors`` fixes the colour of named groups (see :func:`palette`). Use ``center="median"`` where
+    the chapter's claims report medians, so that the line and the scorecard agree.
     """
     _check(df, [x, y, color])
     by = [c for c in (color, x) if c]
-    data = summarize_seeds(df.assign(**{seed: df[seed] if seed in df else 0}), by, y, seed)
+    data = _summary(df, by, y, seed, center)
     layers = _band_layers(data, x, y, color, log_x, log_y, x_title=x_title or x,
                           y_title=y_title or y, color_title=color_title, highlight=highlight,
-                          colors=colors)
+                          colors=colors, center=center)
     return _own_legends(alt.LayerChart(layer=layers, width=WIDTH, height=HEIGHT, title=title))
 
 
@@ -267,7 +284,8 @@ def sweep(df: pd.DataFrame, *, x: str, y: str, param: str, color: str | None = N
           seed: str = "seed", param_label: str | None = None, log_x: bool = False,
           log_y: bool = False, start: float | None = None, title: str = "",
           x_title: str | None = None, y_title: str | None = None, color_title: str | None = None,
-          highlight: Highlight = None, colors: Mapping[str, str] | None = None) -> alt.LayerChart:
+          highlight: Highlight = None, colors: Mapping[str, str] | None = None,
+          center: Center = "mean") -> alt.LayerChart:
     """A chart of ``y`` against ``x`` for one value of ``param``, chosen with a slider on the page.
 
     The whole grid is embedded and Vega filters it in the browser, so the slider works on the static
@@ -277,12 +295,13 @@ def sweep(df: pd.DataFrame, *, x: str, y: str, param: str, color: str | None = N
 
     Args:
         start: the grid value shown first (default: the middle of the grid).
+        center: ``"mean"`` or ``"median"`` over seeds for the line (the band is the min-max).
     """
     _check(df, [x, y, param, color])
     values = sorted(df[param].unique())
     index = {v: i for i, v in enumerate(values)}
     by = [c for c in (param, color, x) if c]
-    data = summarize_seeds(df.assign(**{seed: df[seed] if seed in df else 0}), by, y, seed)
+    data = _summary(df, by, y, seed, center)
     data["grid_point"] = data[param].map(index)
     first = len(values) // 2 if start is None else index[min(values, key=lambda v: abs(v - start))]
     label = param_label or param
@@ -292,7 +311,8 @@ def sweep(df: pd.DataFrame, *, x: str, y: str, param: str, color: str | None = N
     if log_y:
         lo = float(data.loc[data["lo"] > 0, "lo"].min())
     bands = _band_layers(data, x, y, color, log_x, log_y, x_title=x_title or x, y_title=y_title or y,
-                         color_title=color_title, highlight=highlight, domain=[lo, hi], colors=colors)
+                         color_title=color_title, highlight=highlight, domain=[lo, hi], colors=colors,
+                         center=center)
     layers = [layer.transform_filter(alt.datum.grid_point == slider) for layer in bands]
     labels = pd.DataFrame({"grid_point": range(len(values)),
                            "label": [f"{label} = {v:.4g}" for v in values]})

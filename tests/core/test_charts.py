@@ -37,6 +37,21 @@ def test_curves_aggregates_seeds_into_a_band(runs):
     _render(chart)
 
 
+
+def test_curves_and_sweep_can_follow_the_median(runs):
+    """Chapters whose claims report medians draw the median line; the band stays the min-max."""
+    one = runs[runs.lr == 1e-2]
+    d = charts.curves(one, x="step", y="loss", color="method", center="median").to_dict()
+    values = next(iter(d["datasets"].values()))
+    expected = one.groupby(["method", "step"])["loss"].median()
+    assert all(v["median"] == pytest.approx(expected[(v["method"], v["step"])]) for v in values)
+    assert any(v["median"] != pytest.approx(v["mean"]) for v in values), "median differs from the mean here"
+    assert d["layer"][1]["encoding"]["y"]["field"] == "median"
+    s = charts.sweep(runs, x="step", y="loss", param="lr", color="method", center="median").to_dict()
+    assert s["layer"][1]["encoding"]["y"]["field"] == "median"
+    with pytest.raises(ValueError, match="center"):
+        charts.curves(one, x="step", y="loss", center="mode")  # type: ignore[arg-type]
+
 def test_loglog_reports_the_fitted_slope_and_draws_the_bound():
     n = np.array([10, 30, 100, 300, 1000.0])
     df = pd.DataFrame({"n": n, "regret": 2 * n**0.5, "bound": 3 * n**0.5})
