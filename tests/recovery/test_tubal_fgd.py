@@ -328,3 +328,18 @@ def test_completion_bad_arguments() -> None:
         complete(y, mask, 2)
     with pytest.raises(ValueError, match="p"):
         completion_demo(p=0.0)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_symmetric_pairs_fold_the_measurements_of_a_t_symmetric_tensor(k: int) -> None:
+    from iclr_lab.recovery.tubal_fgd.method import _fold_pairs, _symmetric_pairs
+
+    n = 4
+    pair, reps, weight = _symmetric_pairs(n, k)
+    assert np.array_equal(pair[pair], np.arange(n * n * k))  # an involution
+    factor = _rand(n, 2, k)
+    z = np.moveaxis(t_product(factor, t_transpose(factor)), 2, 0).ravel()  # slice-first layout
+    a = _rand(5, n * n * k, seed=1)
+    assert np.allclose(a @ z, _fold_pairs(a, pair, reps) @ z[reps])
+    sym = 0.5 * (a + a[:, pair])  # the t-symmetric part of each sensing tensor
+    assert np.allclose(sym[:, reps], weight * _fold_pairs(a, pair, reps))
