@@ -515,7 +515,7 @@ def _x_ticks(chart: Any, values: Sequence[float]) -> Any:
 
 def _rank_chart(tb: dict[str, pd.DataFrame]) -> alt.TopLevelMixin:
     """The main comparison: validation-chosen error against R, both starts, median and range over
-    seeds, with the exact-rank error as a reference line."""
+    the problems, with the exact-rank error as a reference line."""
     from iclr_lab.core.charts import curves, reference_line
 
     runs = tb["runs"]
@@ -526,7 +526,7 @@ def _rank_chart(tb: dict[str, pd.DataFrame]) -> alt.TopLevelMixin:
     chart = curves(at, x="R", y="rse_es", color="method", log_x=True, log_y=True,
                    x_title="factor rank R (true rank r = " f"{int(at['R'].min())})",
                    y_title="relative error at the ES iterate", color_title="start",
-                   highlight=SMALL, colors=_colors(),
+                   highlight=SMALL, colors=_colors(), center="median",
                    title=f"Over-parameterisation, σ = {s0:g}")
     return _x_ticks(chart, sorted(at["R"].unique())) + reference_line(
         exact, label="exact rank (median)")
@@ -539,7 +539,7 @@ def _trajectory_chart(tb: dict[str, pd.DataFrame]) -> alt.TopLevelMixin:
     return sweep(tb["curves"], x="t", y="rse", param="R", color="method", log_x=True, log_y=True,
                  param_label="R", start=float(tb["curves"]["R"].max()), x_title="iteration t",
                  y_title="relative error ‖UUᵀ − X⋆‖²/‖X⋆‖²", color_title="start",
-                 highlight=SMALL, colors=_colors())
+                 highlight=SMALL, colors=_colors(), center="median")
 
 
 def _stages_chart(tb: dict[str, pd.DataFrame]) -> alt.TopLevelMixin:
@@ -557,7 +557,7 @@ def _stages_chart(tb: dict[str, pd.DataFrame]) -> alt.TopLevelMixin:
     t_es = float(tb["noisy"].query("method == @SMALL")["t_es"].median())
     chart = curves(long, x="t", y="value", color="quantity", log_x=True, log_y=True,
                    x_title="iteration t", y_title="value (log scale)", color_title="quantity",
-                   highlight="relative error", colors=colors,
+                   highlight="relative error", colors=colors, center="median",
                    title="Four stages of the small start (σ = "
                          f"{float(tb['noisy']['sigma'].iloc[0]):g})")
     out = chart + reference_line(t_es, axis="x", label="ES")
@@ -571,7 +571,7 @@ def _noisy_chart(tb: dict[str, pd.DataFrame]) -> alt.TopLevelMixin:
     st = tb["stages"]
     return curves(st[st["t"] > 0], x="t", y="relative error", color="method", log_y=True,
                   x_title="iteration t", y_title="relative error", color_title="start",
-                  highlight=SMALL, colors=_colors(),
+                  highlight=SMALL, colors=_colors(), center="median",
                   title=f"σ = {float(tb['noisy']['sigma'].iloc[0]):g}, "
                         f"R = {int(tb['noisy']['R'].max())}")
 
@@ -589,7 +589,7 @@ def _noise_chart(tb: dict[str, pd.DataFrame]) -> alt.TopLevelMixin:
     hl = [s for s in runs["series"].unique() if s.startswith("small")]
     chart = curves(runs, x="R", y="error / σ²", color="series", log_x=True, log_y=True,
                    x_title="factor rank R", y_title="error at the ES iterate / σ²",
-                   color_title="start, noise", highlight=hl,
+                   color_title="start, noise", highlight=hl, center="median",
                    title="Error per unit of noise variance")
     return _x_ticks(chart, sorted(runs["R"].unique()))
 
