@@ -62,7 +62,8 @@ def test_chapter_page_structure(chapter, site):
     assert re.search(r'class="proof (theorem|lemma|proposition)', html), "a theorem block is rendered"
     assert 'class="bibtex-citation"' in html, "citations resolve into the bibliography"
     # a work cited by several chapters sits in each chapter's bibliography: the link stays on the page
-    cite_links = re.findall(r'class="bibtex-citation"[^>]*>[^<]*<a class="reference internal" href="([^"]+)"', html)
+    cite_links = re.findall(
+        r'class="bibtex-citation"[^>]*>[^<]*<a class="reference internal" href="([^"]+)"', html)
     off_page = [h for h in cite_links if not h.startswith("#")]
     assert cite_links and not off_page, f"{chapter.slug}: citations link to another page: {off_page[:3]}"
     assert not re.search(r"\{(cite|eq|glue:text|prf:ref|ref)\}`", html), "no raw MyST role on the page"
