@@ -229,3 +229,26 @@ def test_smoke_report(smoke: Report) -> None:
     assert set(smoke.charts()) == {"recovery", "error_sweep", "grid", "digits"}
     for table in smoke.tables.values():
         assert len(table) < 5000
+
+
+def test_smoke_tables_and_numbers(smoke: Report) -> None:
+    from iclr_lab.recovery.sparse_relu_iht import numbers
+
+    grid = smoke.tables["grid"]
+    assert (grid[grid["method"].str.startswith("IHT")]["dense_params"] == 0).all()
+    assert (grid[grid["method"].str.startswith("IMP")]["dense_params"] > 0).all()
+    num = numbers(smoke)
+    assert num["imp_any_grid_max_psnr"] == max(num["imp_grid_max_psnr"],
+                                               num["oneshot_grid_max_psnr"])
+    dig = smoke.tables["digits"]
+    imp_row = dig[dig["method"] == "IMP, 10 % per round"].iloc[0]
+    assert num["digit_imp_steps_per_phase"] * (imp_row["rounds"] + 1) <= num["digit_budget"]
+    assert 0 <= num["digits_oneshot_one_class"] <= num["digits_runs_per_method"]
+
+
+def test_ledger_formula() -> None:
+    rng = np.random.default_rng(9)
+    n, d, p, s = 70, 6, 4, 5
+    X = rng.standard_normal((n, d))
+    r = iht(X, X[:, 1], s, width=p, steps=1)
+    assert r.working_floats == n + n * d + 2 * (s + d) + n * s + 2 * s

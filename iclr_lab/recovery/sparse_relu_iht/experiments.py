@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.core.validation import check_int
 from iclr_lab.recovery.sparse_relu_iht.method import (
     SensingOperator,
     iht,
@@ -204,7 +204,7 @@ def phase_grid(ms: Sequence[int], ss: Sequence[int], *, n: int, d: int, seed: in
                     update_patterns=update_patterns, seed=seed)
             rows.append({"seed": seed, "m": m, "s": s, "method": IHT,
                          "psnr": psnr(P.y, r.predict(P.X)), "stored": r.nonzeros,
-                         "dense_params": d * m + m, "floats": r.working_floats})
+                         "dense_params": 0, "floats": r.working_floats})  # IHT holds no dense net
             if with_imp:
                 budget = steps * (1 + refine)
                 for name, pf in ((IMP, 0.1), (ONESHOT, None)):
@@ -252,8 +252,10 @@ def _digits(sz: _Sizes, seed: int) -> pd.DataFrame:
         Xf, yf, Xv, yv = X[nv:], y[nv:], X[:nv], y[:nv]
         m = sz.digit_width
         r = iht(Xf, yf, s, width=m, steps=sz.digit_steps, refine=REFINE, seed=sd)
+        pred = r.predict(Xte) > 0.5
         rows.append({"seed": sd, "s": s, "method": IHT, "lr": math.nan,
-                     "accuracy": 100 * float(np.mean((r.predict(Xte) > 0.5) == yte)),
+                     "accuracy": 100 * float(np.mean(pred == yte)),
+                     "one_class": bool(pred.all() or not pred.any()), "rounds": 0,
                      "stored": r.nonzeros, "dense_params": 0, "floats": r.working_floats,
                      "evals": int(r.history[-1]["evals"])})
         for name, pf in ((IMP, 0.1), (ONESHOT, None)):
@@ -265,8 +267,10 @@ def _digits(sz: _Sizes, seed: int) -> pd.DataFrame:
                     best = (val, lr, q)
             assert best is not None
             q = best[2]
+            pred = q.predict(Xte) > 0.5
             rows.append({"seed": sd, "s": s, "method": name, "lr": best[1],
-                         "accuracy": 100 * float(np.mean((q.predict(Xte) > 0.5) == yte)),
+                         "accuracy": 100 * float(np.mean(pred == yte)),
+                         "one_class": bool(pred.all() or not pred.any()), "rounds": q.rounds,
                          "stored": q.nonzeros, "dense_params": q.dense_params,
                          "floats": q.working_floats, "evals": q.steps})
     return pd.DataFrame(rows)
@@ -432,11 +436,23 @@ def numbers(report: Report) -> dict[str, float]:
     base = grid[grid["seed"] == grid["seed"].min()]
     for key, name in (("imp", IMP), ("oneshot", ONESHOT)):
         out[f"{key}_grid_max_psnr"] = float(base[base["method"] == name]["psnr"].max())
+    out["imp_any_grid_max_psnr"] = max(out["imp_grid_max_psnr"], out["oneshot_grid_max_psnr"])
     wide = dig.groupby(["s", "method"])["accuracy"].median().unstack()
     for s in wide.index:
         out[f"digits_iht_{int(s)}"] = float(wide.loc[s, IHT])
         out[f"digits_imp_{int(s)}"] = float(wide.loc[s, IMP])
         out[f"digits_oneshot_{int(s)}"] = float(wide.loc[s, ONESHOT])
+    # IMP (10 % per round) at the smallest s: Adam steps per training phase (the budget split over
+    # the pruning rounds and the final ticket); runs whose test predictions are all one class
+    s_min = int(dig["s"].min())
+    row = dig[(dig["s"] == s_min) & (dig["method"] == IMP)].iloc[0]
+    out["digit_imp_rounds"] = float(row["rounds"])
+    out["digit_imp_steps_per_phase"] = float(row["evals"] // (row["rounds"] + 1))
+    for key, name in (("imp", IMP), ("oneshot", ONESHOT)):
+        out[f"digits_{key}_one_class"] = float(dig[dig["method"] == name]["one_class"].sum())
+    out["digits_runs_per_method"] = float((dig["method"] == IHT).sum())
+    imp_rows = dig[dig["method"] == IMP]
+    out["digits_imp_lr_edge"] = float((imp_rows["lr"] == max(LRS)).sum())
     out["digit_budget"] = float(dig[dig["method"] == IHT]["evals"].max())
     s_max = int(dig["s"].max())
     last = dig[dig["s"] == s_max]
@@ -506,9 +522,9 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     dig = tb["digits"]
     out["digits"] = curves(dig, x="s", y="accuracy", color="method", highlight=IHT, colors=colors,
                            log_x=True, x_title="nonzero first-layer weights s",
-                           y_title="test accuracy (%)", color_title="method",
+                           y_title="test accuracy (%)", color_title="method", center="median",
                            title="Digits, even against odd: equal gradient budget "
-                                 "(mean over seeds; band: range)")
+                                 "(median over seeds; band: range)")
     return out
 
 
@@ -520,7 +536,7 @@ def phase_grid_chart(n: int = 1000, steps: int = 15, refine: int = REFINE,
     import pandas as pd
 
     n = check_int("n", n, 1)
-    check_range("steps", steps, 1)
+    steps = check_int("steps", steps, 1)
     rows = phase_grid((1, 2, 5, 10), (1, 2, 5, 10, 20), n=n, d=20, seed=seed, steps=int(steps),
                       refine=int(refine), update_patterns=bool(update_patterns))
     mode = "sequential patterns" if update_patterns else "fixed random patterns"
