@@ -141,12 +141,14 @@ def _invariants(experiment: str, method: str, seed: int, sim: Simulator) -> dict
     per_round = np.diff(ks) if len(ks) > 1 else np.array([0])
     starts = [0.0] + [t for t, _, _ in sim.round_ends]
     durations = np.diff(starts) if len(starts) > 1 else np.array([0.0])
+    harmonic = [b for _, _, b in sim.round_ends if math.isfinite(b)]
     return {"experiment": experiment, "method": method, "seed": seed, "gradients": sim.computed,
             "updates": sim.k, "rounds": len(sim.round_ends),
             "min updates per round": int(per_round.min()), "max updates per round": int(per_round.max()),
             "max delay": sim.max_delay, "delay bound 2n-2": 2 * sim.n - 2,
             "discarded": sim.discarded, "idle worker-seconds": float(sim.idle.sum()),
-            "longest round": float(durations.max())}
+            "longest round": float(durations.max()), "median round": float(np.median(durations)),
+            "median harmonic count B": float(np.median(harmonic)) if harmonic else math.nan}
 
 
 def _run(experiment: str, methods: Sequence[str], problem: Quadratic, times: TimeModel,
@@ -175,20 +177,26 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
     seeds = [seed + s for s in range(size.seeds)]
     store: dict[Any, list[Simulator]] = {}
     floors: list[float] = []
+    noise_terms: list[float] = []  # sigma^2 / (n eps) of the stragglers experiment, per seed
     with timed() as elapsed:
         for s in progress(seeds, desc="ringleader seeds"):
             times = authors_times(n, s)
             _run("main", MAIN_METHODS, make_problem(n, d, SIGMA_MAIN, s), times, size.horizon_main,
                  size.checkpoints_main, s, store)
-            _run("stragglers", STRAGGLER_METHODS, make_problem(n, d, SIGMA_MAIN, s),
+            strag_problem = make_problem(n, d, SIGMA_MAIN, s)
+            _run("stragglers", STRAGGLER_METHODS, strag_problem,
                  fixed_times(n, P_STRAGGLERS), size.horizon_stragglers, size.checkpoints_stragglers,
                  s, store)
+            g0s = strag_problem.grad(strag_problem.x0)
+            # the variance of a stochastic gradient is d sigma^2; eps is the target
+            noise_terms.append(d * SIGMA_MAIN**2 / (n * TARGET * float(g0s @ g0s)))
             bias_problem = make_problem(n, d, SIGMA_BIAS, s)
             _run("bias", BIAS_METHODS, bias_problem, times, size.horizon_main,
                  size.checkpoints_main, s, store)
             g0 = bias_problem.grad(bias_problem.x0)
             floors.append(naive_floor(bias_problem, times) / float(g0 @ g0))
         tables, tuned_idx = _tables(store, seeds, size, np.array(floors))
+        tables["floor"]["noise term"] = noise_terms
         claims = _claims(tables, tuned_idx, store, seeds, np.array(floors), n)
         tables["gantt"], tables["updates"] = _gantt_tables(("Ringleader", "Malenia"), 6, 1.0, False)
     return Report("ringleader", scale, seed, tables, claims, seconds=elapsed(),
@@ -248,6 +256,23 @@ def _tables(store: dict[Any, list[Simulator]], seeds: list[int], size: _Sizes,
         rows += [{"method": m, "delay": k, "count": int(c)} for k, c in enumerate(counts) if c]
     tables["delays"] = pd.DataFrame(rows)
     return tables, tuned_idx
+
+
+def _tuned_values(tables: dict[str, pd.DataFrame], exp: str, m: str) -> np.ndarray:
+    """Per seed (in seed order), the metric of method ``m`` in experiment ``exp`` at its tuned step."""
+    tuned, grid = tables["tuned"], tables["grid"]
+    step = float(tuned[(tuned.experiment == exp) & (tuned.method == m)]["step"].iloc[0])
+    g = grid[(grid.experiment == exp) & (grid.method == m) & (grid.step == step)]
+    return g.sort_values("seed")["value"].to_numpy()
+
+
+def _time_ratios(tables: dict[str, pd.DataFrame], a: str, b: str) -> list[float]:
+    """Per seed, ``a``'s time to the target over ``b``'s in the stragglers experiment; a ``b`` that
+    never reaches the target is credited with the horizon (which can only make the ratio larger)."""
+    horizon = float(tables["curves_stragglers"]["time"].max())
+    ta, tb = _tuned_values(tables, "stragglers", a), np.minimum(_tuned_values(tables, "stragglers", b),
+                                                                 horizon)
+    return [float(x / y) for x, y in zip(ta, tb, strict=True)]
 
 
 def _claims(tables: dict[str, pd.DataFrame], tuned_idx: dict[Any, int],
@@ -434,7 +459,7 @@ def charts(report: Report) -> dict[str, Any]:
     delays = t["delays"]
     n = int(report.tables["invariants"]["delay bound 2n-2"].iloc[0] / 2 + 1)
     hist = alt.Chart(delays).mark_bar(opacity=0.55).encode(
-        x=alt.X("delay:Q", bin=alt.Bin(maxbins=60), title="delay of a gradient when used (updates)"),
+        x=alt.X("delay:Q", bin=alt.Bin(step=2), title="delay of a gradient when used (updates)"),
         y=alt.Y("sum(count):Q", scale=alt.Scale(type="symlog"), stack=None,
                 title="entries used in updates"),
         color=alt.Color("method:N", title="method",
@@ -473,6 +498,28 @@ def numbers(report: Report) -> dict[str, Any]:
         key = f"{exp}_{m}".replace(" ", "_").replace("²", "2").lower()
         out[f"step_{key}"] = float(row["step"])
         out[f"value_{key}"] = float(row["median"])
+    tt = t["tuned"]
+    main_medians = tt[tt.experiment == "main"]["median"].to_numpy(dtype=float)
+    out["main_spread"] = float(main_medians.max() / main_medians.min())
+    out["step_ratio_malenia_main"] = out["step_main_malenia"] / out["step_main_ringleader"]
+    out["max_delay_ia2_stragglers"] = float(
+        inv[(inv.method == "IA²SGD") & (inv.experiment == "stragglers")]["max delay"].max())
+    # the constants behind the stragglers' time ratio: rounds of R seconds, harmonic table count B
+    ring = inv[(inv.method == "Ringleader") & (inv.experiment == "stragglers")]
+    tau_n = out["n_workers"] ** P_STRAGGLERS
+    out["round_over_tau_n"] = float(ring["median round"].median() / tau_n)
+    out["harmonic_b"] = float(ring["median harmonic count B"].median())
+    out["predicted_ratio"] = out["round_over_tau_n"] / out["harmonic_b"]
+    tau = np.arange(1.0, out["n_workers"] + 1) ** P_STRAGGLERS
+    out["tau_avg_over_tau_n"] = float(tau.mean() / tau_n)
+    out["theorem_ratio_bound"] = 4.0 * out["tau_avg_over_tau_n"]
+    out["noise_term_min"] = float(t["floor"]["noise term"].min())
+    out["noise_term_max"] = float(t["floor"]["noise term"].max())
+    times = t["curves_stragglers"]["time"].drop_duplicates().sort_values().to_numpy()
+    out["checkpoint_spacing"] = float(times[1] - times[0])
+    for m in ("Malenia", "IA²SGD"):
+        key = m.replace("²", "2").lower()
+        out[f"{key}_over_minibatch"] = float(np.median(_time_ratios(t, m, "minibatch SGD")))
     return out
 
 
