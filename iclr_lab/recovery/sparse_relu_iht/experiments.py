@@ -426,6 +426,7 @@ def numbers(report: Report) -> dict[str, float]:
     g = grid[grid["method"] == IHT]
     out["grid_cells"] = float(g.groupby("seed").size().iloc[0])
     out["grid_seeds"] = float(g["seed"].nunique())
+    out["grid_cells_needed"] = float(math.ceil(0.3 * out["grid_cells"]))  # for grid_fraction >= 0.3
     med = g.groupby(["m", "s"])["psnr"].median()
     out["grid_cells_ok_median"] = float((med >= PSNR_OK).sum())
     good, bad = g[g["psnr"] >= PSNR_OK]["psnr"], g[g["psnr"] < PSNR_OK]["psnr"]
