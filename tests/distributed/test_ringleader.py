@@ -273,3 +273,14 @@ def test_explorer_and_gantt():
     chart = rl.gantt_chart("Ringleader", n=4, p=1.0)
     rows = [r for data in chart.to_dict()["datasets"].values() for r in data if "fate" in r]
     assert rows and {r["fate"] for r in rows} == {"phase 1", "update", "buffered"}
+
+
+def test_time_ratios_credit_a_baseline_that_never_arrives_with_the_horizon():
+    from iclr_lab.distributed.ringleader.experiments import _time_ratios
+
+    grid = pd.DataFrame({"experiment": "stragglers", "method": ["A", "A", "B", "B"], "seed": [0, 1, 0, 1],
+                         "step": 0.1, "value": [50.0, np.inf, 100.0, np.inf]})
+    tuned = pd.DataFrame({"experiment": ["stragglers"] * 2, "method": ["A", "B"], "step": [0.1, 0.1]})
+    curves = pd.DataFrame({"time": [0.0, 200.0]})
+    ratios = _time_ratios({"grid": grid, "tuned": tuned, "curves_stragglers": curves}, "A", "B")
+    assert ratios == [0.5, math.inf]  # never reached by either: a failure for A, never a pass

@@ -458,14 +458,18 @@ def charts(report: Report) -> dict[str, Any]:
                          y_title=ytitle) + reference_line(floor, label="naive ASGD's floor")
     delays = t["delays"]
     n = int(report.tables["invariants"]["delay bound 2n-2"].iloc[0] / 2 + 1)
+    # one bar per delay value k, spanning [k - 1/2, k + 1/2], so that the rule just right of 2n - 2
+    # separates the delays the bound allows from those it does not
+    delays = delays.assign(lo=delays["delay"] - 0.5, hi=delays["delay"] + 0.5)
     hist = alt.Chart(delays).mark_bar(opacity=0.55).encode(
-        x=alt.X("delay:Q", bin=alt.Bin(step=2), title="delay of a gradient when used (updates)"),
-        y=alt.Y("sum(count):Q", scale=alt.Scale(type="symlog"), stack=None,
-                title="entries used in updates"),
+        x=alt.X("lo:Q", title="delay of a gradient when used (updates)"), x2="hi:Q",
+        y=alt.Y("count:Q", scale=alt.Scale(type="symlog"), stack=None,
+                title="entries used in updates"), y2=alt.datum(0),
         color=alt.Color("method:N", title="method",
                         scale=alt.Scale(domain=list(dict.fromkeys(delays["method"])),
-                                        range=[COLORS[m] for m in dict.fromkeys(delays["method"])])))
-    out["delays"] = (hist + reference_line(2 * n - 2, axis="x", label="2n − 2")).properties(
+                                        range=[COLORS[m] for m in dict.fromkeys(delays["method"])])),
+        tooltip=["method", "delay", "count"])
+    out["delays"] = (hist + reference_line(2 * n - 1.5, axis="x", label="2n − 2")).properties(
         width=440, height=220)
     jobs, ups = t["gantt"], t["updates"]
     out["gantt"] = alt.vconcat(*[_gantt(jobs[jobs.method == m], ups[ups.method == m],
