@@ -181,11 +181,13 @@ class Claim:
 
     @property
     def value_text(self) -> str:
-        """``measured`` with its min-max over seeds, e.g. ``0.74 [0.71-0.89]``."""
+        """``measured`` with its min-max over seeds, e.g. ``0.74 [0.71-0.89]``; ``-0.83 [-1.67 to 2.22]``
+        when a bound is negative (a dash between signed numbers reads as a minus)."""
         text = f"{self.measured:.3g}"
         if self.spread is not None:
             lo, hi = self.spread
-            text += f" [{lo:.3g}\u2013{hi:.3g}]"
+            sep = " to " if min(lo, hi) < 0 else "\u2013"
+            text += f" [{lo:.3g}{sep}{hi:.3g}]"
         return text
 
     def to_dict(self) -> dict[str, Any]:

@@ -48,6 +48,9 @@ def test_over_seeds_reports_the_median_and_the_range():
     assert c.measured == 0.76 and c.spread == (0.7, 0.9)
     assert c.passed and c.seeds_passing == 3
     assert c.value_text == "0.76 [0.7\u20130.9]"
+    signed = Claim.over_seeds("gap", "a signed gap", [-1.67, -0.83, 2.22], -1.0, ">=", kind="paper",
+                              source="prior")
+    assert signed.value_text == "-0.83 [-1.67 to 2.22]", "no dash between signed numbers"
     assert c.to_dict()["per_seed"] == [0.9, 0.7, 0.74, 0.89, 0.76]
     with pytest.raises(ValueError, match="median"):
         Claim("c", "s", 0.7, 0.8, per_seed=(0.9, 0.7, 0.8))  # a favourable seed is not the value
