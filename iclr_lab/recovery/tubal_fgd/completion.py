@@ -1,11 +1,11 @@
 """Tensor completion of a colour image by asymmetric FGD, the chapter's demonstration on real data.
 
-An ``n1 x n2 x 3`` colour image is read as a tensor whose tubes are the colour triples. Pixels are
-observed at random (each with probability ``p``) with Gaussian noise, and FGD fits
-``X = L * R^T`` (``tubal_fgd-eq-completion``) to the observed pixels, from a small or a spectral
-start, with early stopping on held-out observed pixels (``tubal_fgd-eq-es``). Completion does not
-satisfy the t-RIP that the paper's theory assumes, and the paper's factorisation for it is
-asymmetric; see the chapter.
+An ``n1 x n2 x 3`` colour image is read as a tensor whose tubes are the colour triples. Entries
+(one colour channel of one pixel) are observed at random (each with probability ``p``) with
+Gaussian noise, and FGD fits ``X = L * R^T`` (``tubal_fgd-eq-completion``) to the observed
+entries, from a small or a spectral start, with early stopping on held-out observed entries
+(``tubal_fgd-eq-es``). Completion does not satisfy the t-RIP that the paper's theory assumes, and
+the paper's factorisation for it is asymmetric; see the chapter.
 """
 
 from __future__ import annotations
