@@ -1,0 +1,146 @@
+"""Tests of the FedMuon chapter: Newton-Schulz, the LMO, the toy of Theorem 1, federated training
+on the collective (world sizes, communication counts), bad arguments and the explorer."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from iclr_lab.core.collective import run_simulated
+from iclr_lab.distributed import fedmuon
+from iclr_lab.distributed.fedmuon import FedMethod, FedSetup
+
+SMALL = FedSetup(clients=4, sampled=2, local_steps=2, rounds=3, batch=8, hidden=8, eval_every=1)
+
+
+def _quintic_by_definition(G, steps):
+    a, b, c = fedmuon.KELLER
+    X = G / (G.norm() + 1e-7)
+    for _ in range(steps):
+        X = a * X + b * X @ X.T @ X + c * X @ X.T @ X @ X.T @ X
+    return X
+
+
+def test_newton_schulz_equals_the_quintic_written_from_its_definition_in_float64():
+    gen = torch.Generator().manual_seed(0)
+    for shape in [(6, 4), (4, 6), (5, 5)]:
+        G = torch.randn(*shape, generator=gen, dtype=torch.float64)
+        for steps in (0, 1, 5):
+            ref = _quintic_by_definition(G.T, steps).T if shape[0] > shape[1] else \
+                _quintic_by_definition(G, steps)
+            out = fedmuon.newton_schulz(G, steps)
+            assert out.dtype == torch.float64
+            torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
+
+
+def test_newton_schulz_in_bfloat16_agrees_with_torch_muon():
+    from torch.optim._muon import _zeropower_via_newtonschulz
+
+    gen = torch.Generator().manual_seed(1)
+    for shape in [(16, 8), (8, 16)]:
+        G = torch.randn(*shape, generator=gen).to(torch.bfloat16)
+        ours = fedmuon.newton_schulz(G, 5).float()
+        theirs = _zeropower_via_newtonschulz(G, fedmuon.KELLER, 5, 1e-7).float()
+        exact = fedmuon.newton_schulz(G.double(), 5).float()
+        # bfloat16 keeps 8 bits of mantissa and the quintic amplifies rounding (slope 3.4 at 0): both
+        # are 1-5% (Frobenius, relative) from the float64 result of the same input, and so from
+        # each other. The bound is bfloat16 tolerance, far below the size of a real mistake (a
+        # wrong coefficient or a missing transpose moves the output by tens of percent).
+        for out in (ours, theirs):
+            assert float((out - exact).norm() / exact.norm()) < 6e-2
+        assert float((ours - theirs).norm() / theirs.norm()) < 6e-2
+
+
+def test_lmo_closed_forms_and_the_descent_property():
+    gen = torch.Generator().manual_seed(2)
+    G = torch.randn(5, 3, generator=gen, dtype=torch.float64)
+    D = fedmuon.lmo(G)
+    # -U V^T has unit singular values and <G, D> = -||G||_* (the trace norm)
+    torch.testing.assert_close(torch.linalg.svdvals(D), torch.ones(3, dtype=torch.float64))
+    torch.testing.assert_close((G * D).sum(), -torch.linalg.svdvals(G).sum())
+    torch.testing.assert_close(fedmuon.lmo(G, "frobenius"), -G / G.norm())
+    torch.testing.assert_close(fedmuon.lmo(G, "sign"), -torch.sign(G))
+    v = torch.tensor([3.0, 4.0], dtype=torch.float64)
+    torch.testing.assert_close(fedmuon.lmo(v), -v / 5)
+    assert float(fedmuon.lmo(torch.zeros(3, 3)).abs().max()) == 0.0
+    for T in (0, 1, 2, 5):
+        assert float((G * fedmuon.lmo(G, ns_steps=T)).sum()) < 0
+
+
+def test_localmuon_is_stuck_on_the_toy_and_fedmuon_converges():
+    A = fedmuon.toy_matrix(4, seed=0)
+    local = fedmuon.toy_run("localmuon", A, rounds=40)
+    carry = fedmuon.toy_run("localmuon_carry", A, rounds=40)
+    fed = fedmuon.toy_run("fedmuon", A, rounds=40)
+    assert float((local / local[0] - 1).abs().max()) < 1e-12
+    assert float((carry / carry[0] - 1).abs().max()) < 1e-12
+    assert float(fed[-1] / fed[0]) < 0.2
+
+
+def test_fedmuon_toy_equals_the_server_equations_by_hand():
+    # one round with K = 1: the control variates start at 0, so round 0 is a LocalMuon round
+    A = fedmuon.toy_matrix(3, seed=4)
+    out = fedmuon.toy_run("fedmuon", A, rounds=2, local_steps=1, alpha=1.0, lr0=0.1)
+    x1 = (0.1 * fedmuon.lmo(-A) + 0.1 * fedmuon.lmo(3 * A)) / 2     # = 0
+    c1 = [x1 - A, 3 * (x1 + A)]                                      # clients' last momenta
+    C = (c1[0] + c1[1]) / 2
+    eta = 0.1 / 2 ** 0.5
+    xs = [x1 + eta * fedmuon.lmo((x1 - A) - c1[0] + C),
+          x1 + eta * fedmuon.lmo(3 * (x1 + A) - c1[1] + C)]
+    X2 = (xs[0] + xs[1]) / 2
+    ref = torch.linalg.matrix_norm((X2 - A) / 2 + 1.5 * (X2 + A))
+    torch.testing.assert_close(out[2], ref)
+
+
+def _train(method, setup, world):
+    return run_simulated(lambda comm: fedmuon.train_clients(comm, method, setup, 0), world)[0]
+
+
+def test_two_workers_train_the_same_model_and_fedmuon_sends_twice_the_bytes():
+    fm = FedMethod("FedMuon", "fedmuon", 0.05)
+    one, two = _train(fm, SMALL, 1), _train(fm, SMALL, 2)
+    torch.testing.assert_close(torch.tensor(one["loss"].to_numpy()), torch.tensor(two["loss"].to_numpy()),
+                               rtol=1e-5, atol=1e-6)
+    lm = _train(FedMethod("LocalMuon", "localmuon", 0.05), SMALL, 1)
+    payload = fedmuon.model_bytes(SMALL)
+    assert int(lm["bytes"].iloc[-1]) == SMALL.rounds * payload
+    assert int(one["bytes"].iloc[-1]) == 2 * SMALL.rounds * payload
+
+
+def test_full_participation_single_client_fedmuon_with_zero_start_is_localmuon_in_round_one():
+    setup = replace(SMALL, clients=2, sampled=2, rounds=1)
+    a = _train(FedMethod("a", "fedmuon", 0.05), setup, 1)
+    b = _train(FedMethod("b", "localmuon", 0.05), setup, 1)
+    assert a["loss"].iloc[-1] == pytest.approx(b["loss"].iloc[-1], rel=1e-6)
+
+
+def test_bad_arguments_name_the_parameter():
+    with pytest.raises(ValueError, match="steps"):
+        fedmuon.newton_schulz(torch.ones(2, 2), -1)
+    with pytest.raises(ValueError, match="G must be"):
+        fedmuon.newton_schulz(torch.ones(3), 1)
+    with pytest.raises(ValueError, match="norm"):
+        fedmuon.lmo(torch.ones(2, 2), "nuclear")
+    with pytest.raises(ValueError, match="local_steps"):
+        FedSetup(local_steps=0)
+    with pytest.raises(ValueError, match="dirichlet"):
+        FedSetup(dirichlet=0.0)
+    with pytest.raises(ValueError, match="sampled"):
+        FedSetup(clients=4, sampled=5)
+    with pytest.raises(ValueError, match="lr"):
+        FedMethod("x", "fedmuon", -0.1)
+    with pytest.raises(ValueError, match="algorithm"):
+        FedMethod("x", "fedadam", 0.1)
+    with pytest.raises(ValueError, match="method"):
+        fedmuon.toy_run("sgd", fedmuon.toy_matrix(2))
+    with pytest.raises(ValueError, match="noise"):
+        fedmuon.toy_run("fedmuon", fedmuon.toy_matrix(2), noise=-1.0)
+
+
+def test_explorer_moves_its_chart():
+    w = fedmuon.explorer()
+    first = w.result.to_dict()
+    w.children[0].value = 1
+    assert w.result.to_dict() != first
+    w.children[1].value = False
+    w.result.to_dict()
