@@ -129,9 +129,9 @@ def train_clients(comm: Collective, method: FedMethod, setup: FedSetup, seed: in
     """Train ``method`` on ``setup`` with this worker's share of the clients; return the log.
 
     One row per evaluation: ``round``, ``loss`` (global training loss over all clients' data),
-    ``test_acc``, ``bytes`` (payload this worker all-reduced so far) and ``method``. Client sampling
-    and mini-batches depend only on ``seed``, the round and the client, never on the rank, so every
-    world size trains the same model.
+    ``test_acc``, ``bytes`` (payload this worker all-reduced so far in this run) and ``method``.
+    Client sampling and mini-batches depend only on ``seed``, the round and the client, never on
+    the rank, so every world size trains the same model.
     """
     if not isinstance(method, FedMethod):
         raise TypeError(f"method must be a FedMethod, got {type(method).__name__}")
@@ -153,6 +153,7 @@ def train_clients(comm: Collective, method: FedMethod, setup: FedSetup, seed: in
     Mi = {i: [z.clone() for z in zeros] for i in mine}               # carried momenta
     uses_cv = method.algorithm in ("fedmuon", "scaffold")
     rows: list[dict[str, object]] = []
+    start_bytes = comm.counts().total_bytes  # a collective may have served earlier runs
 
     def record(r: int) -> None:
         with torch.no_grad():
@@ -162,7 +163,7 @@ def train_clients(comm: Collective, method: FedMethod, setup: FedSetup, seed: in
                 h = torch.relu(h @ X[j].T + X[j + 1])
             acc = float(((h @ X[-2].T + X[-1]).argmax(1) == y_te).float().mean())
         rows.append({"round": r, "loss": loss, "test_acc": acc,
-                     "bytes": comm.counts().total_bytes, "method": method.name})
+                     "bytes": comm.counts().total_bytes - start_bytes, "method": method.name})
 
     record(0)
     for r in range(setup.rounds):
