@@ -276,6 +276,12 @@ def test_reproduce_smoke_tables_and_numbers() -> None:
     assert (runs["rse_min"] <= runs["rse_last"] + 1e-15).all()
     values = numbers(report)
     assert all(math.isfinite(v) for v in values.values())
+    # the spectral start's spread at the largest sigma is one of the ratios the flatness check
+    # maximises over sigma, so it cannot exceed the check's value for the first seed
+    flat = next(c for c in report.claims if c.name == "noise_flat_spectral")
+    assert 1.0 <= values["spectral_spread_top_sigma"]
+    if len(flat.per_seed) == 1:
+        assert values["spectral_spread_top_sigma"] <= flat.per_seed[0] + 1e-12
     assert {c.name for c in report.claims} >= {"small_ignores_R", "spectral_grows_with_R",
                                                "es_near_min", "late_overfitting", "noise_flat_in_R"}
     for name, chart in report.charts().items():
