@@ -23,7 +23,7 @@ Conventions every chapter gets from here:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,8 +33,8 @@ import pandas as pd
 
 from iclr_lab.core.stats import loglog_slope, summarize_seeds
 
-__all__ = ["BASELINE_COLORS", "FONT", "MAX_ROWS", "METHOD_COLORS", "curves", "loglog", "palette",
-           "recolor", "reference_line", "save_chart", "sweep", "thin"]
+__all__ = ["BASELINE_COLORS", "FONT", "MAX_ROWS", "METHOD_COLORS", "axis", "curves", "loglog",
+           "palette", "recolor", "reference_line", "save_chart", "sweep", "thin"]
 
 #: Altair refuses to embed more rows than this; chapters thin their logs first (see :func:`thin`).
 MAX_ROWS = 5000
@@ -93,22 +93,19 @@ def palette(names: Iterable[object], highlight: Highlight = None,
     return alt.Scale(domain=series, range=out)
 
 
-def recolor(chart: alt.TopLevelMixin, colors: Mapping[str, str], *,
-            field: str | None = None) -> alt.TopLevelMixin:
-    """``chart`` with every colour and fill encoding (of ``field``, or of any field) mapped through the
-    fixed ``{series: colour}`` table, in every layer and panel; series missing from ``colors`` keep
-    their place in the legend with a muted colour. Use it on hand-made or composed charts so that a
-    method has one colour across the whole chapter."""
+def _edit_encodings(chart: alt.TopLevelMixin,
+                    edit: Callable[[str, dict[str, Any]], None]) -> alt.TopLevelMixin:
+    """``chart`` rebuilt after ``edit(channel, encoding)`` has run on every encoding channel of every
+    layer and panel (Altair has no API that reaches into composed charts)."""
     spec = chart.to_dict()
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
-            for channel in ("color", "fill", "stroke"):
-                enc = node.get(channel)
-                if isinstance(enc, dict) and "field" in enc and (field is None or enc["field"] == field):
-                    old = enc.get("scale", {}).get("domain") if isinstance(enc.get("scale"), dict) else None
-                    names = list(old) if isinstance(old, list) else list(colors)
-                    enc["scale"] = palette(names, colors=colors).to_dict()
+            encoding = node.get("encoding")
+            if isinstance(encoding, dict):
+                for channel, enc in encoding.items():
+                    if isinstance(enc, dict):
+                        edit(channel, enc)
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):
@@ -117,6 +114,37 @@ def recolor(chart: alt.TopLevelMixin, colors: Mapping[str, str], *,
 
     walk(spec)
     return type(chart).from_dict(spec, validate=False)  # type: ignore[attr-defined]
+
+
+def recolor(chart: alt.TopLevelMixin, colors: Mapping[str, str], *,
+            field: str | None = None) -> alt.TopLevelMixin:
+    """``chart`` with every colour and fill encoding (of ``field``, or of any field) mapped through the
+    fixed ``{series: colour}`` table, in every layer and panel; series missing from ``colors`` keep
+    their place in the legend with a muted colour. Legends list the series in the order of
+    ``colors`` (the chapter's table), then any others in the chart's own order. Use it on hand-made
+    or composed charts so that a method has one colour across the whole chapter."""
+
+    def edit(channel: str, enc: dict[str, Any]) -> None:
+        wanted = field is None or enc.get("field") == field
+        if channel in ("color", "fill", "stroke") and "field" in enc and wanted:
+            old = enc.get("scale", {}).get("domain") if isinstance(enc.get("scale"), dict) else None
+            shown = list(old) if isinstance(old, list) else list(colors)
+            names = [n for n in colors if n in shown] + [n for n in shown if n not in colors]
+            enc["scale"] = palette(names, colors=colors).to_dict()
+
+    return _edit_encodings(chart, edit)
+
+
+def axis(chart: alt.TopLevelMixin, field: str, channel: str = "x", **props: Any) -> alt.TopLevelMixin:
+    """``chart`` with the axis properties ``props`` set wherever ``field`` is on ``channel``, in every
+    layer and panel: e.g. ``axis(chart, "T", values=[500, 4000])`` ticks a log axis only at the
+    values run, so that its labels do not collide."""
+
+    def edit(ch: str, enc: dict[str, Any]) -> None:
+        if ch == channel and enc.get("field") == field:
+            enc["axis"] = {**(enc.get("axis") or {}), **props}
+
+    return _edit_encodings(chart, edit)
 
 
 def _stroke(color: str | None, highlight: Highlight) -> dict[str, Any]:

@@ -145,6 +145,8 @@ def test_fixed_colours_follow_a_method_into_every_chart(runs):
     assert right["encoding"]["color"]["scale"] == {"domain": ["B"], "range": ["#abcdef"]}, (
         "a panel showing only B still draws it in B's colour")
     _render(charts.recolor(hand, fixed))
+    backwards = charts.recolor(hand, {"B": "#abcdef", "A": "#123456"}).to_dict()["hconcat"][0]
+    assert backwards["encoding"]["color"]["scale"]["domain"] == ["B", "A"], "the legend follows the table"
 
 
 def test_charts_use_one_font_with_greek_letters(runs):

@@ -858,22 +858,10 @@ def _scale(names: Sequence[str]) -> Any:
 
 def _round_axis(chart: Any) -> Any:
     """Fewer, shorter tick labels on the round axis ``t`` (``2.5k``, ``10k``) in every panel."""
-    spec = chart.to_dict()
+    from iclr_lab.core.charts import axis
 
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            x = node.get("x")
-            if isinstance(x, dict) and x.get("field") == "t":
-                x["axis"] = {**x.get("axis", {}), "tickCount": 4, "labelOverlap": True,
-                             "labelExpr": "datum.value == 0 ? '0' : datum.value / 1000 + 'k'"}
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(spec)
-    return type(chart).from_dict(spec, validate=False)
+    return axis(chart, "t", tickCount=4, labelOverlap=True,
+                labelExpr="datum.value == 0 ? '0' : datum.value / 1000 + 'k'")
 
 
 def tradeoff_chart(runs: pd.DataFrame, extra: pd.DataFrame | None = None) -> alt.TopLevelMixin:

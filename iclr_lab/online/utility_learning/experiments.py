@@ -637,42 +637,17 @@ def _cooperation_chart(paths: pd.DataFrame) -> alt.TopLevelMixin:
 def _x_ticks(chart: alt.TopLevelMixin, field: str, values: Sequence[float]) -> alt.TopLevelMixin:
     """``chart`` with the x axis of ``field`` ticked at ``values`` only (the horizons run), so that
     a log axis does not print colliding labels such as 5,000 and 6,000."""
-    spec = chart.to_dict()
+    from iclr_lab.core.charts import axis
 
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            enc = node.get("encoding")
-            if isinstance(enc, dict) and isinstance(enc.get("x"), dict) and enc["x"].get("field") == field:
-                enc["x"]["axis"] = {**(enc["x"].get("axis") or {}), "values": list(values)}
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(spec)
-    return type(chart).from_dict(spec, validate=False)  # type: ignore[attr-defined]
+    return axis(chart, field, values=list(values))
 
 
 def _recolor(chart: alt.TopLevelMixin, names: Sequence[str]) -> alt.TopLevelMixin:
     """Give the ``rule`` colour of ``chart`` the chapter's fixed colours (same rule, same colour)."""
-    import altair as alt
+    from iclr_lab.core.charts import recolor
 
-    scale = _rule_colors(names).to_dict()
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("field") == "rule" and "scale" in node:
-                node["scale"] = scale
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    spec = chart.to_dict()
-    walk(spec)
-    return alt.LayerChart.from_dict(spec, validate=False)
+    scale = _rule_colors(names)
+    return recolor(chart, dict(zip(scale.domain, scale.range, strict=True)), field="rule")
 
 
 def _heatmap(df: pd.DataFrame) -> alt.TopLevelMixin:
