@@ -3,7 +3,8 @@
 ``.. iclr-api:: optimizers`` (inside ``{eval-rst}``) expands to an ``automodule`` for every chapter of
 that part that the package implements, and for each module of a chapter subpackage
 (``iclr_lab.optimizers.vradam.optimizer``, ...), so a new chapter appears in the reference the day
-its module exists. ``.. iclr-api:: core`` documents every module of ``iclr_lab.core``. Members are
+its module exists; a module of the part that is no chapter's (``iclr_lab.distributed.local_sync``)
+is documented first, as what the part's chapters share. ``.. iclr-api:: core`` documents every module of ``iclr_lab.core``. Members are
 the names in each module's ``__all__``; the docstrings are Google style (napoleon).
 """
 
@@ -46,6 +47,16 @@ def api_rst(part: str, docs: set[str] | None = None) -> list[str]:
         return lines
     if part not in PARTS:
         raise ValueError(f"iclr-api: unknown part {part!r}; parts are {['core', *PARTS]}")
+    available = [ch for ch in chapters(available_only=True) if ch.part == part]
+    if available:
+        # modules of the part that are no chapter's: the machinery its chapters share
+        own = {ch.module_name for ch in chapters()}
+        shared = [n for n in _modules(f"iclr_lab.{part}")[1:] if n not in own]
+        if shared:
+            title = "Shared by the chapters of this part"
+            lines += [title, "-" * len(title), ""]
+            for name in shared:
+                lines += [f".. automodule:: {name}", "   :members:", ""]
     for ch in chapters(available_only=True):
         if ch.part != part:
             continue

@@ -1,10 +1,12 @@
-"""Tiny torch building blocks shared by chapters: an MLP and a minibatch training loop.
+"""Tiny torch building blocks shared by chapters: an MLP, a minibatch training loop and a
+learning-rate schedule.
 
 Importing this module imports torch; ``import iclr_lab`` never does.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import pandas as pd
@@ -15,7 +17,7 @@ from iclr_lab.core.datasets import Split
 from iclr_lab.core.progress import progress
 from iclr_lab.core.validation import check_int
 
-__all__ = ["evaluate", "mlp", "train_classifier"]
+__all__ = ["evaluate", "mlp", "train_classifier", "warmup_cosine"]
 
 
 def mlp(sizes: Sequence[int], activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
@@ -85,3 +87,12 @@ def train_classifier(
         if not finite:
             break
     return pd.DataFrame(rows)
+
+
+def warmup_cosine(t: int, peak: float, warmup: int, steps: int) -> float:
+    """The learning rate of step ``t`` (1-based) of ``steps``: linear warm-up to ``peak`` over the
+    first ``warmup`` steps, then cosine decay to 0 at step ``steps``."""
+    if t <= warmup:
+        return peak * t / warmup
+    frac = (t - warmup) / (steps - warmup)
+    return peak * 0.5 * (1.0 + math.cos(math.pi * frac))

@@ -31,6 +31,7 @@ import torch
 
 from iclr_lab.core.collective import Collective, CommCounts
 from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.distributed.local_sync import LocalSync, check_period, due
 
 __all__ = ["DESLOC", "communication_cost", "half_life", "sync_events", "units_per_step"]
 
@@ -47,15 +48,6 @@ _STATE_KIND = {"exp_avg": "first_moment", "exp_avg_sq": "second_moment",
 # argument checks
 # ---------------------------------------------------------------------------------------------
 
-def _check_period(name: str, value: Any) -> float:
-    """A sync period: an integer >= 1, or ``math.inf`` (never)."""
-    if isinstance(value, float) and value == math.inf:
-        return math.inf
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer >= 1 or math.inf (never), "
-                        f"got {type(value).__name__} {value!r}")
-    return check_int(name, value, 1)
-
 
 def check_periods(periods: Any) -> tuple[float, float, float]:
     """``(Kx, Ku, Kv)``, each an integer >= 1 or ``math.inf``, or an error naming the entry."""
@@ -65,9 +57,9 @@ def check_periods(periods: Any) -> tuple[float, float, float]:
         raise TypeError(f"sync_periods must be a triple (Kx, Ku, Kv), got {periods!r}") from None
     if len(triple) != 3:
         raise ValueError(f"sync_periods must be a triple (Kx, Ku, Kv), got {periods!r}")
-    return (_check_period("sync_periods[0] (Kx)", triple[0]),
-            _check_period("sync_periods[1] (Ku)", triple[1]),
-            _check_period("sync_periods[2] (Kv)", triple[2]))
+    return (check_period("sync_periods[0] (Kx)", triple[0]),
+            check_period("sync_periods[1] (Ku)", triple[1]),
+            check_period("sync_periods[2] (Kv)", triple[2]))
 
 
 def _check_flag(name: str, value: Any, *, allow_none: bool = False) -> bool | None:
@@ -109,17 +101,6 @@ _GROUP_CHECKS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _check_comm(comm: Any) -> Collective | None:
-    if comm is not None and not isinstance(comm, Collective):
-        raise TypeError(f"comm must be an iclr_lab.core.collective.Collective or None, "
-                        f"got {type(comm).__name__}")
-    return comm
-
-
-def _due(step: int, period: float) -> bool:
-    return period != math.inf and step % int(period) == 0
-
-
 def _adam_step(opt: torch.optim.Adam) -> None:
     """Call ``torch.optim.Adam.step`` without firing the optimizer step hooks a second time.
 
@@ -136,7 +117,7 @@ def _adam_step(opt: torch.optim.Adam) -> None:
 # DES-LOC
 # ---------------------------------------------------------------------------------------------
 
-class DESLOC(torch.optim.Adam):
+class DESLOC(LocalSync, torch.optim.Adam):
     r"""DES-LOC-Adam: local Adam whose parameters and two moments sync on separate periods.
 
     Each call of :meth:`step` takes one Adam step on this worker's state (``desloc-eq-adam``, with
@@ -225,8 +206,7 @@ class DESLOC(torch.optim.Adam):
         self.defaults.update(self.__dict__.pop("_desloc_defaults"))
         # Clipping reads the gradients, so a GradScaler must unscale them before step().
         self._step_supports_amp_scaling = False
-        self.comm = _check_comm(comm)
-        self.local_steps = 0
+        self._init_local_sync(comm)
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a param group (as :meth:`torch.optim.Optimizer.add_param_group`), checking its
@@ -242,30 +222,12 @@ class DESLOC(torch.optim.Adam):
                 param_group.setdefault(key, value)
         super().add_param_group(param_group)
 
-    # copies and pickles keep the step count; they do not keep the collective (threads and
-    # process groups cannot be copied)
-    def __getstate__(self) -> dict[str, Any]:
-        return {**super().__getstate__(), "local_steps": self.__dict__.get("local_steps", 0)}
-
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
         own = {key: self.defaults.setdefault(key, default) for key, default in _DESLOC_KEYS.items()}
         for group in self.param_groups:
             for key, value in own.items():
                 group.setdefault(key, value)
-        self.__dict__.setdefault("local_steps", 0)
-        self.__dict__.setdefault("comm", None)
-
-    def state_dict(self) -> dict[str, Any]:
-        """Adam's state dict plus ``local_steps`` (so a restored run keeps its sync schedule)."""
-        return {**super().state_dict(), "local_steps": self.local_steps}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Load Adam's state dict; ``local_steps`` is read if present (0 otherwise)."""
-        state_dict = dict(state_dict)
-        steps = state_dict.pop("local_steps", 0)
-        super().load_state_dict(state_dict)
-        self.local_steps = check_int("local_steps", steps, 0)
 
     @torch.no_grad()
     def _clip(self) -> None:
@@ -291,7 +253,7 @@ class DESLOC(torch.optim.Adam):
         _adam_step(self)
         self.local_steps += 1
         t = self.local_steps
-        if any(_due(t, k) for group in self.param_groups for k in group["sync_periods"]):
+        if any(due(t, k) for group in self.param_groups for k in group["sync_periods"]):
             self.synchronise(t)
         return loss
 
@@ -306,24 +268,20 @@ class DESLOC(torch.optim.Adam):
         for group in self.param_groups:
             kx, ku, kv = group["sync_periods"]
             params = list(group["params"])
-            if _due(step, kx):
+            if due(step, kx):
                 self._average(params, "parameters")
                 done.append("parameters")
                 if group["reset_states"]:
                     self._reset(params)
                     done.append("reset")
             for key, period in (("exp_avg", ku), ("exp_avg_sq", kv), ("max_exp_avg_sq", kv)):
-                if not _due(step, period):
+                if not due(step, period):
                     continue
                 tensors = [self.state[p][key] for p in params if key in self.state.get(p, {})]
                 if tensors:
                     self._average(tensors, _STATE_KIND[key])
                     done.append(_STATE_KIND[key])
         return list(dict.fromkeys(done))
-
-    def _average(self, tensors: list[torch.Tensor], kind: str) -> None:
-        if self.comm is not None and tensors:
-            self.comm.all_reduce_mean(tensors, kind=kind)  # type: ignore[arg-type]
 
     def _reset(self, params: list[torch.Tensor]) -> None:
         for p in params:
@@ -383,7 +341,7 @@ def sync_events(sync_periods: Sequence[float], steps: int) -> list[tuple[int, st
     steps = check_int("steps", steps, 0)
     return [(t, kind) for t in range(1, steps + 1)
             for kind, k in (("parameters", kx), ("first_moment", ku), ("second_moment", kv))
-            if _due(t, k)]
+            if due(t, k)]
 
 
 def half_life(beta: float) -> float:

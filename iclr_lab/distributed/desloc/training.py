@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 
 from iclr_lab.core.collective import Collective
+from iclr_lab.core.nn import warmup_cosine
 from iclr_lab.core.validation import check_choice, check_int, check_range
 from iclr_lab.core.worker_data import RosenbrockToy, WorkerShards, digit_shards, worker_seed
 from iclr_lab.distributed.desloc.optimizer import DESLOC
@@ -221,10 +222,7 @@ class DigitsSetup:
 
     def rate(self, t: int, peak: float) -> float:
         """The learning rate of step ``t`` (1-based): linear warm-up, then cosine decay to 0."""
-        if t <= self.warmup:
-            return peak * t / self.warmup
-        frac = (t - self.warmup) / (self.steps - self.warmup)
-        return peak * 0.5 * (1.0 + math.cos(math.pi * frac))
+        return warmup_cosine(t, peak, self.warmup, self.steps)
 
 
 @functools.lru_cache(maxsize=8)

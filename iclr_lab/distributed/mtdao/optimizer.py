@@ -31,6 +31,7 @@ import torch
 
 from iclr_lab.core.collective import Collective, CommCounts
 from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.distributed.local_sync import LocalSync, check_period, due
 
 __all__ = ["MTDAO", "check_sync_periods", "communication_cost", "units_per_step"]
 
@@ -79,15 +80,6 @@ def _check_weights(weights: Any) -> tuple[float, ...]:
     return out
 
 
-def _check_period(name: str, value: Any) -> float:
-    if isinstance(value, float) and value == math.inf:
-        return math.inf
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer >= 1 or math.inf (never), "
-                        f"got {type(value).__name__} {value!r}")
-    return check_int(name, value, 1)
-
-
 def check_sync_periods(periods: Any, n_moments: int | None = None) -> tuple[float, ...]:
     """``(Kx, K_1, ..., K_N, Kv)``, each an integer >= 1 or ``math.inf`` (never), or an error
     naming the entry. With ``n_moments`` the length must be ``n_moments + 2``."""
@@ -98,7 +90,7 @@ def check_sync_periods(periods: Any, n_moments: int | None = None) -> tuple[floa
         raise ValueError(f"sync_periods must hold {n_moments + 2} periods (Kx, one per first moment, "
                          f"Kv) for {n_moments} first moment(s), got {periods!r}")
     names = ["Kx", *(f"K_{j + 1}" for j in range(len(values) - 2)), "Kv"]
-    return tuple(_check_period(f"sync_periods[{i}] ({n})", v)
+    return tuple(check_period(f"sync_periods[{i}] ({n})", v)
                  for i, (n, v) in enumerate(zip(names, values, strict=True)))
 
 
@@ -140,17 +132,6 @@ def _check_group(group: dict[str, Any]) -> None:
             check_sync_periods(group["sync_periods"], n)
 
 
-def _check_comm(comm: Any) -> Collective | None:
-    if comm is not None and not isinstance(comm, Collective):
-        raise TypeError(f"comm must be an iclr_lab.core.collective.Collective or None, "
-                        f"got {type(comm).__name__}")
-    return comm
-
-
-def _due(step: int, period: float) -> bool:
-    return period != math.inf and step % int(period) == 0
-
-
 def _moment_key(j: int) -> str:
     """State key of the ``j``-th first moment (0-based): ``exp_avg`` as in Adam, then ``exp_avg_2``."""
     return "exp_avg" if j == 0 else f"exp_avg_{j + 1}"
@@ -164,7 +145,7 @@ def _real(t: torch.Tensor) -> torch.Tensor:
 # MT-DAO
 # ---------------------------------------------------------------------------------------------
 
-class MTDAO(torch.optim.Optimizer):
+class MTDAO(LocalSync, torch.optim.Optimizer):
     r"""MT-DAO-Adam: several first moments on different time-scales, mixed with the gradient, with
     each state averaged across the workers on its own period.
 
@@ -231,8 +212,7 @@ class MTDAO(torch.optim.Optimizer):
                                     "maximize": maximize}
         _check_group(defaults)
         super().__init__(params, defaults)
-        self.comm = _check_comm(comm)
-        self.local_steps = 0
+        self._init_local_sync(comm)
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a param group (as :meth:`torch.optim.Optimizer.add_param_group`), checking its
@@ -246,29 +226,11 @@ class MTDAO(torch.optim.Optimizer):
                     param_group[key] = merged[key]
         super().add_param_group(param_group)
 
-    # copies and pickles keep the step count; they do not keep the collective (threads and
-    # process groups cannot be copied)
-    def __getstate__(self) -> dict[str, Any]:
-        return {**super().__getstate__(), "local_steps": self.__dict__.get("local_steps", 0)}
-
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
         for group in self.param_groups:  # options missing from an older state dict: our defaults
             for key in _OWN_KEYS:
                 group.setdefault(key, self.defaults[key])
-        self.__dict__.setdefault("local_steps", 0)
-        self.__dict__.setdefault("comm", None)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The optimizer's state dict plus ``local_steps`` (so a restored run keeps its schedule)."""
-        return {**super().state_dict(), "local_steps": self.local_steps}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Load a state dict; ``local_steps`` is read if present (0 otherwise)."""
-        state_dict = dict(state_dict)
-        steps = state_dict.pop("local_steps", 0)
-        super().load_state_dict(state_dict)
-        self.local_steps = check_int("local_steps", steps, 0)
 
     @torch.no_grad()
     def _update_group(self, group: dict[str, Any]) -> None:
@@ -316,7 +278,7 @@ class MTDAO(torch.optim.Optimizer):
             self._update_group(group)
         self.local_steps += 1
         t = self.local_steps
-        if any(_due(t, k) for group in self.param_groups for k in group["sync_periods"]):
+        if any(due(t, k) for group in self.param_groups for k in group["sync_periods"]):
             self.synchronise(t)
         return loss
 
@@ -331,22 +293,18 @@ class MTDAO(torch.optim.Optimizer):
         for group in self.param_groups:
             periods = group["sync_periods"]
             params = list(group["params"])
-            if _due(step, periods[0]):
+            if due(step, periods[0]):
                 self._average(params, "parameters")
                 done.append("parameters")
             keys = [(_moment_key(j), k, "first_moment") for j, k in enumerate(periods[1:-1])]
             for key, period, kind in [*keys, ("exp_avg_sq", periods[-1], "second_moment")]:
-                if not _due(step, period):
+                if not due(step, period):
                     continue
                 tensors = [self.state[p][key] for p in params if key in self.state.get(p, {})]
                 if tensors:
                     self._average(tensors, kind)
                     done.append(kind)
         return list(dict.fromkeys(done))
-
-    def _average(self, tensors: list[torch.Tensor], kind: str) -> None:
-        if self.comm is not None and tensors:
-            self.comm.all_reduce_mean(tensors, kind=kind)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------
