@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from iclr_lab.core.collective import CommCounts, run_gloo, run_simulated
+from iclr_lab.core.nn import FlatMLP
 from iclr_lab.distributed.desloc import (
     DESLOC,
     DigitsSetup,
@@ -247,7 +248,7 @@ def test_half_life():
 
 def test_the_written_out_gradient_equals_autograd():
     gen = torch.Generator().manual_seed(0)
-    model = tr._MLP(64, 32, 10, gen)
+    model = FlatMLP(64, 32, 10, gen)
     x, y = torch.randn(16, 64, generator=gen), torch.randint(0, 10, (16,), generator=gen)
     model.grad(x, torch.nn.functional.one_hot(y, 10).float())
     leaves = [p.detach().clone().requires_grad_(True) for p in model.params]

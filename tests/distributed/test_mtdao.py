@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from iclr_lab.core.collective import run_simulated
+from iclr_lab.core.nn import FlatMLP
 from iclr_lab.distributed import DESLOC
 from iclr_lab.distributed.mtdao import (
     MTDAO,
-    DigitsMLP,
     DigitsSetup,
     Method,
     anchor_share,
@@ -277,7 +277,7 @@ def test_theorem_constants():
 
 def test_the_written_out_gradient_equals_autograd():
     gen = torch.Generator().manual_seed(0)
-    model = DigitsMLP(64, 8, 10, gen)
+    model = FlatMLP(64, 8, 10, gen)
     x = torch.randn(5, 64, generator=gen)
     y = torch.randint(0, 10, (5,), generator=gen)
     model.grad(x, torch.nn.functional.one_hot(y, 10).float())

@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from iclr_lab.core.collective import Collective
-from iclr_lab.core.nn import warmup_cosine
+from iclr_lab.core.nn import FlatMLP, warmup_cosine
 from iclr_lab.core.validation import check_choice, check_int, check_range
 from iclr_lab.core.worker_data import RosenbrockToy, WorkerShards, digit_shards, worker_seed
 from iclr_lab.distributed.desloc.optimizer import DESLOC
@@ -124,53 +124,9 @@ def sweep_methods(kx: int) -> list[tuple[str, int, Method]]:
     return out
 
 
-# ---------------------------------------------------------------------------------------------
-# The digits model, with its gradient written out
-# ---------------------------------------------------------------------------------------------
-
-class _MLP:
-    """``Linear(64, h) -> ReLU -> Linear(h, 10)`` with the cross-entropy gradient written out.
-
-    Autograd gives the same numbers (a test checks it) but costs twice as much time on a model this
-    small, and Experiment A takes a hundred thousand worker steps. The weights are plain tensors so
-    that :class:`~iclr_lab.distributed.desloc.optimizer.DESLOC` and the collective act on them directly.
-    """
-
-    def __init__(self, n_in: int, hidden: int, n_out: int, gen: torch.Generator) -> None:
-        def uniform(shape: tuple[int, ...], fan_in: int) -> torch.Tensor:
-            # torch.nn.Linear's default initialisation, U(-1/sqrt(fan_in), 1/sqrt(fan_in))
-            bound = 1.0 / math.sqrt(fan_in)
-            return (torch.rand(shape, generator=gen) * 2 - 1) * bound
-
-        self.params = [uniform((hidden, n_in), n_in), uniform((hidden,), n_in),
-                       uniform((n_out, hidden), hidden), uniform((n_out,), hidden)]
-        for p in self.params:
-            p.grad = torch.zeros_like(p)
-
-    def logits(self, x: torch.Tensor) -> torch.Tensor:
-        w1, b1, w2, b2 = self.params
-        return torch.addmm(b2, torch.addmm(b1, x, w1.T).clamp_min_(0), w2.T)
-
-    def grad(self, x: torch.Tensor, onehot: torch.Tensor) -> None:
-        """Write the gradient of the mean cross-entropy on ``(x, y)`` into each ``.grad``; the
-        labels come one-hot encoded (float, one row per example)."""
-        w1, b1, w2, b2 = self.params
-        pre = torch.addmm(b1, x, w1.T)
-        h = pre.clamp_min(0)
-        d = torch.softmax(torch.addmm(b2, h, w2.T), dim=1)
-        d.sub_(onehot).div_(len(x))           # d loss / d logits = (softmax - one-hot) / n
-        torch.mm(d.T, h, out=w2.grad)
-        torch.sum(d, 0, out=b2.grad)
-        dh = torch.mm(d, w2).mul_(pre > 0)
-        torch.mm(dh.T, x, out=w1.grad)
-        torch.sum(dh, 0, out=b1.grad)
-
-    @torch.no_grad()
-    def evaluate(self, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
-        logits = self.logits(x)
-        loss = float(torch.nn.functional.cross_entropy(logits, y))
-        return loss, float((logits.argmax(1) == y).float().mean())
-
+# The digits model is iclr_lab.core.nn.FlatMLP (shared with MT-DAO): autograd gives the same
+# numbers but costs twice as much time on a model this small, and Experiment A takes a hundred
+# thousand worker steps.
 
 # ---------------------------------------------------------------------------------------------
 # Experiment A: the training function
@@ -258,7 +214,7 @@ def train_worker(comm: Collective, method: Method, setup: DigitsSetup, seed: int
     x_np, y_np = data.worker(comm.rank)
     x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
     onehot = torch.nn.functional.one_hot(y, data.split.n_classes).float()
-    model = _MLP(x.shape[1], setup.hidden, data.split.n_classes,
+    model = FlatMLP(x.shape[1], setup.hidden, data.split.n_classes,
                  torch.Generator().manual_seed(worker_seed(seed, 10_000)))  # same on every worker
     gen = torch.Generator().manual_seed(worker_seed(seed, comm.rank))
     if method.optimizer == "adam":
@@ -367,7 +323,7 @@ def drift_run(setup: DigitsSetup, seed: int, windows: Sequence[int]) -> pd.DataF
     data = _shards(1, "iid", seed, setup.standardize)
     x, y = torch.from_numpy(data.split.x_train), torch.from_numpy(data.split.y_train)
     onehot = torch.nn.functional.one_hot(y, data.split.n_classes).float()
-    model = _MLP(x.shape[1], setup.hidden, data.split.n_classes,
+    model = FlatMLP(x.shape[1], setup.hidden, data.split.n_classes,
                  torch.Generator().manual_seed(worker_seed(seed, 10_000)))
     gen = torch.Generator().manual_seed(worker_seed(seed, 0))
     opt = DESLOC(model.params, lr=setup.lr, betas=setup.betas, sync_periods=(INF, INF, INF),

@@ -42,13 +42,12 @@ from iclr_lab.distributed.mtdao.theory import (
     update_weights,
     variance_check,
 )
-from iclr_lab.distributed.mtdao.training import DigitsMLP, DigitsSetup, Method, model_bytes, train_worker
+from iclr_lab.distributed.mtdao.training import DigitsSetup, Method, model_bytes, train_worker
 
 __all__ = [
     "METHODS",
     "MTDAO",
     "MTDAO_NAME",
-    "DigitsMLP",
     "DigitsSetup",
     "Method",
     "anchor_share",

@@ -20,13 +20,13 @@ import pandas as pd
 import torch
 
 from iclr_lab.core.collective import Collective, CommCounts, TensorKind
-from iclr_lab.core.nn import warmup_cosine
+from iclr_lab.core.nn import FlatMLP, warmup_cosine
 from iclr_lab.core.validation import check_choice, check_int, check_range
 from iclr_lab.core.worker_data import WorkerShards, digit_shards, worker_seed
 from iclr_lab.distributed.desloc import DESLOC
 from iclr_lab.distributed.mtdao.optimizer import MTDAO, check_sync_periods
 
-__all__ = ["DigitsMLP", "DigitsSetup", "Method", "model_bytes", "train_worker"]
+__all__ = ["DigitsSetup", "Method", "model_bytes", "train_worker"]
 
 INF = math.inf
 
@@ -95,61 +95,6 @@ class Method:
 # ---------------------------------------------------------------------------------------------
 # The digits model: one flat parameter tensor, the gradient written out
 # ---------------------------------------------------------------------------------------------
-
-class DigitsMLP:
-    """``Linear(64, h) -> ReLU -> Linear(h, 10)`` whose weights are views into one flat tensor.
-
-    One flat parameter makes each optimizer step and each all-reduce a single tensor operation, and
-    the cross-entropy gradient written out costs half of autograd's time on a model this small (a
-    test checks both against ``torch.nn``). ``theta`` is the parameter; ``theta.grad`` holds the
-    gradient after :meth:`grad`.
-
-    Args:
-        n_in, hidden, n_out: layer widths (>= 1).
-        gen: the generator of the initialisation, ``torch.nn.Linear``'s default
-            ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``.
-    """
-
-    def __init__(self, n_in: int, hidden: int, n_out: int, gen: torch.Generator) -> None:
-        shapes = [(check_int("hidden", hidden, 1), check_int("n_in", n_in, 1)), (hidden,),
-                  (check_int("n_out", n_out, 1), hidden), (n_out,)]
-        sizes = [math.prod(s) for s in shapes]
-        fans = [n_in, n_in, hidden, hidden]
-        self.theta = torch.empty(sum(sizes))
-        self.theta.grad = torch.zeros_like(self.theta)
-        chunks = torch.split(self.theta, sizes)
-        grads = torch.split(self.theta.grad, sizes)
-        self.w1, self.b1, self.w2, self.b2 = (c.view(s) for c, s in zip(chunks, shapes, strict=True))
-        self.g1, self.gb1, self.g2, self.gb2 = (g.view(s) for g, s in zip(grads, shapes, strict=True))
-        with torch.no_grad():
-            for view, fan in zip((self.w1, self.b1, self.w2, self.b2), fans, strict=True):
-                bound = 1.0 / math.sqrt(fan)
-                view.copy_((torch.rand(view.shape, generator=gen) * 2 - 1) * bound)
-
-    def logits(self, x: torch.Tensor) -> torch.Tensor:
-        """The network's output on a batch ``x`` of shape ``(n, n_in)``."""
-        return torch.addmm(self.b2, torch.addmm(self.b1, x, self.w1.T).clamp_min_(0), self.w2.T)
-
-    def grad(self, x: torch.Tensor, onehot: torch.Tensor) -> None:
-        """Write the gradient of the mean cross-entropy on ``(x, labels)`` into ``theta.grad``;
-        the labels come one-hot encoded (float, one row per example)."""
-        pre = torch.addmm(self.b1, x, self.w1.T)
-        h = pre.clamp_min(0)
-        d = torch.softmax(torch.addmm(self.b2, h, self.w2.T), dim=1)
-        d.sub_(onehot).div_(len(x))           # d loss / d logits = (softmax - one-hot) / n
-        torch.mm(d.T, h, out=self.g2)
-        torch.sum(d, 0, out=self.gb2)
-        dh = torch.mm(d, self.w2).mul_(pre > 0)
-        torch.mm(dh.T, x, out=self.g1)
-        torch.sum(dh, 0, out=self.gb1)
-
-    @torch.no_grad()
-    def evaluate(self, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
-        """Mean cross-entropy and accuracy on ``(x, y)``."""
-        logits = self.logits(x)
-        loss = float(torch.nn.functional.cross_entropy(logits, y))
-        return loss, float((logits.argmax(1) == y).float().mean())
-
 
 def model_bytes(hidden: int, n_in: int = 64, n_out: int = 10) -> int:
     """Bytes of the digits MLP's parameters (float32): the payload of one model-sized all-reduce."""
@@ -259,7 +204,7 @@ def train_worker(comm: Collective, method: Method, setup: DigitsSetup, seed: int
     x_np, y_np = data.worker(comm.rank)
     x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
     onehot = torch.nn.functional.one_hot(y, data.split.n_classes).float()
-    model = DigitsMLP(x.shape[1], setup.hidden, data.split.n_classes,
+    model = FlatMLP(x.shape[1], setup.hidden, data.split.n_classes,
                       torch.Generator().manual_seed(worker_seed(seed, 10_000)))  # same everywhere
     gen = torch.Generator().manual_seed(worker_seed(seed, comm.rank))
     recorder = _Recorder(comm)
