@@ -122,7 +122,7 @@ _CHAPTERS: tuple[Chapter, ...] = (
         "2502.00639", "AZ6lqcvHLX"),
     _ch("ccl_vrp", "routing", "CCL multi-task VRP",
         "Chain-of-Context Learning: Dynamic Constraint Understanding for Multi-Task VRPs",
-        "2603.01667", "AhE6aSlz5g", module="iclr_lab.routing"),
+        "2603.01667", "AhE6aSlz5g"),
 )
 
 _BY_SLUG = {c.slug: c for c in _CHAPTERS}

@@ -1,0 +1,1 @@
+"""Diffusion alignment: one module per chapter (see the registry in iclr_lab.core)."""
