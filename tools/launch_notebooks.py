@@ -96,7 +96,11 @@ def _plain(text: str) -> str:
 
     import latexcodec  # noqa: F401  (registers the "ulatex" codec; installed with pybtex)
 
-    return codecs.decode(text, "ulatex").replace("{", "").replace("}", "")
+    # a URL is shown as a link, not decoded as LaTeX (its "_" and "%" are not markup)
+    parts = re.split(r"\\url\{([^}]*)\}", text)
+    return "".join(f"<{part}>" if k % 2 else
+                   codecs.decode(part, "ulatex").replace("{", "").replace("}", "")
+                   for k, part in enumerate(parts))
 
 
 def load_references(path: Path) -> dict[str, Reference]:
@@ -105,14 +109,17 @@ def load_references(path: Path) -> dict[str, Reference]:
     refs = {}
     for key, entry in parse_file(str(path)).entries.items():
         people = entry.persons.get("author", [])
-        last = tuple(_plain(" ".join(p.last_names)) for p in people)
-        full = _plain(", ".join(" ".join(p.first_names + p.middle_names + p.last_names) for p in people))
+        # the "von" part (van der Vaart, de Finetti) belongs to the name a citation shows
+        last = tuple(_plain(" ".join(p.prelast_names + p.last_names)) for p in people)
+        full = _plain(", ".join(" ".join(p.first_names + p.middle_names + p.prelast_names + p.last_names
+                                         + p.lineage_names) for p in people))
         f = entry.fields
-        venue = _plain(f.get("booktitle") or f.get("journal") or f.get("publisher") or f.get("note", ""))
+        venue = _plain(f.get("booktitle") or f.get("journal") or f.get("howpublished")
+                       or f.get("publisher") or f.get("note", ""))
         title = _plain(f.get("title", ""))
         url = f.get("url", "")
-        text = f"{full}. *{title}*. {venue}, {f.get('year', '')}."
-        if url:
+        text = f"{full}. *{title}*. " + ", ".join(x for x in (venue, f.get("year", "")) if x) + "."
+        if url and url not in text:
             text += f" <{url}>"
         refs[key] = Reference(key, last, f.get("year", "n.d."), text)
     return refs
@@ -411,8 +418,10 @@ def render(md: Path) -> nbformat.NotebookNode:
                 if key not in chapter.early_glue:
                     chapter.early_glue.append(key)
             text = re.sub(r"\{glue-object\}(\S+)",
-                          lambda m: f"*(The {'scorecard' if m.group(1) == 'scorecard' else 'chart'} "
-                                    f"`{m.group(1)}` appears once the Reproduce section has run.)*",
+                          # a glued object may be a chart, a table or a widget: name it, not its kind
+                          lambda m: ("*(The scorecard appears once the Reproduce section has run.)*"
+                                     if m.group(1) == "scorecard" else
+                                     f"*(`{m.group(1)}` is shown once the Reproduce section has run.)*"),
                           text)
             keys = [_glue_key(g) for g in GLUE_ROLE.findall(text)]
             text = GLUE_ROLE.sub(lambda m: f"[{_glue_key(m.group(0))}]", text)
