@@ -1,0 +1,369 @@
+"""RED and RISP for imaging inverse problems: forward operators, a score prior, and the solvers.
+
+Everything is numpy. The objective is ``F = f + g`` (``risp-eq-objective``) with the data term
+``f(x) = (lam/2)||A x - y||^2`` and a prior ``g`` seen only through its score ``S = -grad g``.
+
+* :func:`make_operator` builds the forward operators (blur, inpainting, downsampling) with their
+  adjoints;
+* :class:`CauchyPrior` is the classical nonconvex stand-in for a score network (``risp-eq-prior``);
+* :func:`red` is the RED gradient method (``risp-eq-red``); :func:`risp` adds inertia and the
+  restart rule (``risp-eq-risp``, ``risp-eq-restart``); :func:`nesterov_restart` is Nesterov's
+  method with O'Donoghue and Candes's gradient restart, the strongest classical baseline.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from iclr_lab.core.validation import check_choice, check_int, check_range
+
+__all__ = ["CauchyPrior", "Operator", "Problem", "Trace", "make_operator", "make_problem",
+           "nesterov_restart", "psnr", "red", "risp"]
+
+OPERATORS = ("blur", "inpaint", "downsample")
+
+
+# ----------------------------------------------------------------------------------------------
+# Forward operators
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Operator:
+    """A linear forward operator ``A`` on images of ``shape``, with its adjoint.
+
+    Attributes:
+        kind: ``blur``, ``inpaint`` or ``downsample``.
+        shape: the image shape ``(h, w)``.
+        forward: ``x -> A x``.
+        adjoint: ``r -> A^T r``.
+        norm2: ``||A||^2`` (the largest eigenvalue of ``A^T A``), used for the step size.
+    """
+
+    kind: str
+    shape: tuple[int, int]
+    forward: Callable[[np.ndarray], np.ndarray] = field(repr=False)
+    adjoint: Callable[[np.ndarray], np.ndarray] = field(repr=False)
+    norm2: float
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        _check_image("x", x, self.shape)
+        return self.forward(x)
+
+
+def _check_image(name: str, x: np.ndarray, shape: tuple[int, int]) -> None:
+    if not isinstance(x, np.ndarray) or x.shape != shape:
+        got = getattr(x, "shape", type(x).__name__)
+        raise ValueError(f"{name} must be an image of shape {shape} (the operator's), got {got}")
+
+
+def make_operator(kind: str, shape: tuple[int, int], *, blur: float = 1.6, keep: float = 0.2,
+                  factor: int = 2, seed: int = 0) -> Operator:
+    """The forward operator ``A`` of ``risp-eq-model``.
+
+    Args:
+        kind: ``"blur"`` (periodic Gaussian blur of standard deviation ``blur`` pixels, applied by
+            FFT), ``"inpaint"`` (keeps a random fraction ``keep`` of the pixels, drawn from
+            ``seed``) or ``"downsample"`` (averages ``factor x factor`` blocks).
+        shape: the image shape ``(h, w)``; both sides at least 4 (and divisible by ``factor`` for
+            downsampling).
+
+    Raises:
+        ValueError: an unknown ``kind`` or an argument out of range (the message names it).
+    """
+    check_choice("kind", kind, OPERATORS)
+    if not (isinstance(shape, tuple) and len(shape) == 2):
+        raise ValueError(f"shape must be a pair (h, w), got {shape!r}")
+    h, w = (check_int("shape[0]", shape[0], 4), check_int("shape[1]", shape[1], 4))
+    if kind == "blur":
+        s = check_range("blur", blur, 0, 20, low_open=True)
+        fy, fx = np.fft.fftfreq(h)[:, None], np.fft.rfftfreq(w)[None, :]
+        # transfer function of a periodic Gaussian kernel: real, in (0, 1], so ||A|| = 1
+        tf = np.exp(-2.0 * math.pi**2 * s**2 * (fy**2 + fx**2))
+
+        def conv(x: np.ndarray) -> np.ndarray:
+            return np.fft.irfft2(tf * np.fft.rfft2(x), s=(h, w))
+
+        return Operator(kind, (h, w), conv, conv, 1.0)  # symmetric kernel: A^T = A
+    if kind == "inpaint":
+        p = check_range("keep", keep, 0, 1, low_open=True)
+        mask = np.random.default_rng(check_int("seed", seed, 0)).random((h, w)) < p
+
+        def select(x: np.ndarray) -> np.ndarray:
+            return np.where(mask, x, 0.0)
+
+        return Operator(kind, (h, w), select, select, 1.0)
+    f = check_int("factor", factor, 1, min(h, w))
+    if h % f or w % f:
+        raise ValueError(f"factor must divide both sides of shape {shape}, got {f}")
+
+    def down(x: np.ndarray) -> np.ndarray:
+        return x.reshape(h // f, f, w // f, f).mean(axis=(1, 3))
+
+    def up(r: np.ndarray) -> np.ndarray:
+        return np.repeat(np.repeat(r, f, axis=0), f, axis=1) / f**2
+
+    return Operator(kind, (h, w), down, up, 1.0 / f**2)
+
+
+# ----------------------------------------------------------------------------------------------
+# The prior
+# ----------------------------------------------------------------------------------------------
+
+
+def _grad2(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Periodic forward differences along the columns and the rows."""
+    return np.roll(x, -1, axis=1) - x, np.roll(x, -1, axis=0) - x
+
+
+def _grad2_adjoint(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    return (np.roll(u, 1, axis=1) - u) + (np.roll(v, 1, axis=0) - v)
+
+
+@dataclass(frozen=True)
+class CauchyPrior:
+    """The Cauchy (Lorentzian) penalty on image gradients, ``risp-eq-prior``.
+
+    ``g(x) = (mu/2) sum_pixels log(1 + |D x|^2 / delta^2)``. A **classical stand-in** for a
+    learned score network: its score ``-grad g`` is an exact gradient field, it is smooth with a
+    Lipschitz Hessian, and it is nonconvex, so it meets the paper's assumptions exactly.
+    """
+
+    mu: float = 60.0
+    delta: float = 0.05
+
+    def __post_init__(self) -> None:
+        check_range("mu", self.mu, 0, low_open=True)
+        check_range("delta", self.delta, 0, low_open=True)
+
+    @property
+    def lipschitz(self) -> float:
+        """A Lipschitz constant of ``grad g``: ``8 mu / delta^2`` (``||D||^2 <= 8``)."""
+        return 8.0 * self.mu / self.delta**2
+
+    def value(self, x: np.ndarray) -> float:
+        """``g(x)``."""
+        u, v = _grad2(x)
+        return 0.5 * self.mu * float(np.log1p((u * u + v * v) / self.delta**2).sum())
+
+    def grad(self, x: np.ndarray) -> np.ndarray:
+        """``grad g(x) = -S(x)``, minus the score."""
+        u, v = _grad2(x)
+        wgt = self.mu / (self.delta**2 + u * u + v * v)
+        return _grad2_adjoint(wgt * u, wgt * v)
+
+
+# ----------------------------------------------------------------------------------------------
+# The problem
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """``F(x) = (lam/2)||A x - y||^2 + g(x)`` (``risp-eq-objective``), with the ground truth for PSNR."""
+
+    op: Operator
+    y: np.ndarray = field(repr=False)
+    lam: float
+    prior: CauchyPrior
+    truth: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def lipschitz(self) -> float:
+        """``L = lam ||A||^2 + 8 mu / delta^2``, a Lipschitz constant of ``grad F``."""
+        return self.lam * self.op.norm2 + self.prior.lipschitz
+
+    def value(self, x: np.ndarray) -> float:
+        """``F(x)``."""
+        r = self.op.forward(x) - self.y
+        return 0.5 * self.lam * float((r * r).sum()) + self.prior.value(x)
+
+    def grad(self, x: np.ndarray) -> np.ndarray:
+        """``grad F(x) = lam A^T (A x - y) - S(x)``."""
+        return self.lam * self.op.adjoint(self.op.forward(x) - self.y) + self.prior.grad(x)
+
+    def start(self) -> np.ndarray:
+        """The starting point: the observation (upsampled by the adjoint for downsampling)."""
+        if self.op.kind == "downsample":
+            return self.op.adjoint(self.y) / self.op.norm2
+        if self.op.kind == "inpaint":
+            known = self.op.forward(np.ones(self.op.shape)) > 0
+            return np.where(known, self.y, 0.5)
+        return self.y.copy()
+
+
+def psnr(x: np.ndarray, truth: np.ndarray) -> float:
+    """Peak signal-to-noise ratio in dB for images in [0, 1] (peak 1; ``x`` is not clipped)."""
+    mse = float(np.mean((x - truth) ** 2))
+    return math.inf if mse == 0 else -10.0 * math.log10(mse)
+
+
+def make_problem(size: int = 128, *, kind: str = "blur", noise: float = 0.01, mu: float = 60.0,
+                 delta: float = 0.05, image: str = "camera", seed: int = 0) -> Problem:
+    """The chapter's test problem: a bundled scikit-image picture at ``size x size``, degraded by
+    ``make_operator(kind, ...)`` plus Gaussian noise of standard deviation ``noise`` (drawn from
+    ``seed``), with ``lam = 1 / noise^2`` and the Cauchy prior ``(mu, delta)``."""
+    from iclr_lab.core.datasets import image as load_image
+
+    check_int("size", size, 8, 1024)
+    sigma = check_range("noise", noise, 0, 1, low_open=True)
+    truth = load_image(image, size=size)
+    op = make_operator(kind, (size, size), seed=seed)
+    rng = np.random.default_rng(check_int("seed", seed, 0))
+    clean = op.forward(truth)
+    y = clean + sigma * rng.standard_normal(clean.shape)
+    return Problem(op, y, 1.0 / sigma**2, CauchyPrior(mu, delta), truth)
+
+
+# ----------------------------------------------------------------------------------------------
+# Solvers
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Trace:
+    """What a solver run records, for iterations ``k = 0, ..., iters``.
+
+    Attributes:
+        x: the last iterate.
+        value: ``F(x_k)``.
+        grad_norm: ``||grad F(x_k)||``.
+        psnr: ``PSNR(x_k)`` (NaN without a ground truth).
+        restarts: the iterations after which the momentum was reset.
+        snapshots: ``{k: x_k}`` for the iterations asked for.
+        grad_evals: gradient evaluations used by the method itself (the recording above is extra).
+    """
+
+    x: np.ndarray
+    value: np.ndarray
+    grad_norm: np.ndarray
+    psnr: np.ndarray
+    restarts: list[int]
+    snapshots: dict[int, np.ndarray]
+    grad_evals: int
+
+
+class _Recorder:
+    def __init__(self, problem: Problem, iters: int, keep: tuple[int, ...], record: bool) -> None:
+        self.p, self.record, self.keep = problem, record, set(keep)
+        n = iters + 1 if record else 1
+        self.value, self.gn, self.ps = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+        self.snaps: dict[int, np.ndarray] = {}
+
+    def __call__(self, k: int, x: np.ndarray, g: np.ndarray | None = None) -> None:
+        if k in self.keep:
+            self.snaps[k] = x.copy()
+        if not self.record:
+            return
+        g = self.p.grad(x) if g is None else g
+        self.value[k] = self.p.value(x)
+        self.gn[k] = float(np.linalg.norm(g))
+        if self.p.truth is not None:
+            self.ps[k] = psnr(x, self.p.truth)
+
+    def trace(self, x: np.ndarray, restarts: list[int], evals: int) -> Trace:
+        if not self.record:  # only the end point
+            self.value[0] = self.p.value(x)
+            self.gn[0] = float(np.linalg.norm(self.p.grad(x)))
+            self.ps[0] = psnr(x, self.p.truth) if self.p.truth is not None else np.nan
+        return Trace(x, self.value, self.gn, self.ps, restarts, self.snaps, evals)
+
+
+def _check_common(problem: Problem, x0: np.ndarray | None, step: float | None,
+                  iters: int) -> tuple[np.ndarray, float, int]:
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be a Problem (see make_problem), got {type(problem).__name__}")
+    x = problem.start() if x0 is None else np.asarray(x0, dtype=np.float64)
+    _check_image("x0", x, problem.op.shape)
+    eta = 1.0 / problem.lipschitz if step is None else check_range("step", step, 0, low_open=True)
+    return x.copy(), eta, check_int("iters", iters, 0)
+
+
+def red(problem: Problem, x0: np.ndarray | None = None, *, step: float | None = None,
+        iters: int = 300, record: bool = True, keep: tuple[int, ...] = ()) -> Trace:
+    """RED as a gradient method, ``risp-eq-red``: ``x_{k+1} = x_k - step (grad f(x_k) - S(x_k))``.
+
+    Args:
+        problem: the objective (``risp-eq-objective``).
+        x0: the start (default: :meth:`Problem.start`), an image of the operator's shape.
+        step: the step ``eta > 0`` (default ``1/L``).
+        iters: number of iterations.
+        record: record ``F``, ``||grad F||`` and PSNR at every iterate (one extra evaluation of
+            ``F``; the gradient is the one the step uses).
+        keep: iterations whose iterate is kept in ``Trace.snapshots``.
+    """
+    x, eta, n = _check_common(problem, x0, step, iters)
+    rec = _Recorder(problem, n, keep, record)
+    for k in range(n):
+        g = problem.grad(x)
+        rec(k, x, g)
+        x = x - eta * g
+    rec(n, x)
+    return rec.trace(x, [], n)
+
+
+def risp(problem: Problem, x0: np.ndarray | None = None, *, step: float | None = None,
+         theta: float = 0.2, restart: float | None = 100.0, iters: int = 300, record: bool = True,
+         keep: tuple[int, ...] = ()) -> Trace:
+    """RISP-GM, ``risp-eq-risp`` with the restart rule ``risp-eq-restart``.
+
+    Each iteration extrapolates ``z_k = x_k + (1 - theta)(x_k - x_{k-1})``, takes a RED step from
+    ``z_k``, and adds ``||x_{k+1} - x_k||^2`` to the movement ``M`` since the last restart. When
+    ``j M > restart`` (``j``: iterations since the last restart) the momentum is killed
+    (``x_{k-1} := x_k``). ``theta = 1`` is RED exactly; ``restart=None`` is heavy ball with no
+    restart.
+
+    Args:
+        theta: the damping ``theta`` in ``(0, 1]`` (momentum ``1 - theta``).
+        restart: the threshold ``B^2 > 0`` on ``j M``, in summed squared pixel units; ``None``
+            never restarts.
+        Others as in :func:`red`.
+    """
+    x, eta, n = _check_common(problem, x0, step, iters)
+    th = check_range("theta", theta, 0, 1, low_open=True)
+    b2 = math.inf if restart is None else check_range("restart", restart, 0, low_open=True)
+    rec = _Recorder(problem, n, keep, record)
+    x_prev, j, moved, restarts = x, 0, 0.0, []
+    for k in range(n):
+        rec(k, x, None if th < 1 else problem.grad(x))
+        z = x + (1.0 - th) * (x - x_prev)
+        x_new = z - eta * problem.grad(z)
+        j += 1
+        moved += float(np.sum((x_new - x) ** 2))
+        x_prev, x = x, x_new
+        if j * moved > b2:  # Li and Lin's rule: too much movement for the epoch's length
+            x_prev, j, moved = x, 0, 0.0
+            restarts.append(k + 1)
+    rec(n, x)
+    return rec.trace(x, restarts, n)
+
+
+def nesterov_restart(problem: Problem, x0: np.ndarray | None = None, *, step: float | None = None,
+                     iters: int = 300, record: bool = True, keep: tuple[int, ...] = ()) -> Trace:
+    """Nesterov's accelerated gradient with O'Donoghue and Candes's gradient restart
+    (``risp-eq-nesterov``), the baseline for RISP.
+
+    ``z_k = x_k + j/(j+3) (x_k - x_{k-1})``, ``x_{k+1} = z_k - step grad F(z_k)``; the momentum is
+    reset (``j := 0``, ``x_k := x_{k+1}`` as the previous point) whenever
+    ``<grad F(z_k), x_{k+1} - x_k> > 0``, that is when the step goes uphill along the momentum.
+    Arguments as in :func:`red`.
+    """
+    x, eta, n = _check_common(problem, x0, step, iters)
+    rec = _Recorder(problem, n, keep, record)
+    x_prev, j, restarts = x, 0, []
+    for k in range(n):
+        rec(k, x)
+        z = x + (j / (j + 3.0)) * (x - x_prev)
+        g = problem.grad(z)
+        x_new = z - eta * g
+        if float(np.vdot(g, x_new - x)) > 0:
+            x_prev, x, j = x_new, x_new, 0
+            restarts.append(k + 1)
+        else:
+            x_prev, x, j = x, x_new, j + 1
+    rec(n, x)
+    return rec.trace(x, restarts, n)

@@ -1,0 +1,250 @@
+"""Tests for iclr_lab.recovery.risp: forward operators, the Cauchy prior, RED, RISP, Nesterov with
+restart, and the chapter's experiments."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from iclr_lab.core.report import Report
+from iclr_lab.recovery._risp_wip import (
+    SIZES,
+    CauchyPrior,
+    Problem,
+    explore,
+    explorer,
+    make_operator,
+    make_problem,
+    nesterov_restart,
+    numbers,
+    psnr,
+    red,
+    reproduce,
+    risp,
+)
+
+
+@pytest.fixture(scope="module")
+def small() -> Problem:
+    return make_problem(24, seed=3)
+
+
+# ------------------------------------------------------------------ forward operators
+
+
+@pytest.mark.parametrize("kind", ["blur", "inpaint", "downsample"])
+def test_adjoint_passes_the_dot_product_test(kind: str) -> None:
+    op = make_operator(kind, (16, 20), seed=1)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 20))
+    r = rng.standard_normal(op.forward(x).shape)
+    assert np.vdot(op.forward(x), r) == pytest.approx(np.vdot(x, op.adjoint(r)), rel=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["blur", "inpaint", "downsample"])
+def test_norm2_is_the_largest_eigenvalue_of_AtA(kind: str) -> None:
+    op = make_operator(kind, (16, 16), seed=2)
+    x = np.random.default_rng(1).standard_normal((16, 16))
+    for _ in range(300):  # power iteration on A^T A
+        x = op.adjoint(op.forward(x))
+        x /= np.linalg.norm(x)
+    rayleigh = float(np.vdot(x, op.adjoint(op.forward(x))))
+    assert rayleigh == pytest.approx(op.norm2, rel=1e-6)
+
+
+def test_blur_preserves_constants_and_inpaint_keeps_about_keep() -> None:
+    blur = make_operator("blur", (32, 32), blur=2.0)
+    assert np.allclose(blur.forward(np.full((32, 32), 0.7)), 0.7)
+    mask = make_operator("inpaint", (100, 100), keep=0.3, seed=0).forward(np.ones((100, 100)))
+    assert abs(mask.mean() - 0.3) < 0.02
+    down = make_operator("downsample", (8, 8), factor=4)
+    assert down.forward(np.arange(64.0).reshape(8, 8)).shape == (2, 2)
+
+
+# ------------------------------------------------------------------ prior and objective
+
+
+def test_prior_gradient_matches_finite_differences() -> None:
+    prior = CauchyPrior(mu=3.0, delta=0.2)
+    rng = np.random.default_rng(4)
+    x, d = rng.random((10, 12)), rng.standard_normal((10, 12))
+    h = 1e-6
+    fd = (prior.value(x + h * d) - prior.value(x - h * d)) / (2 * h)
+    assert float(np.vdot(prior.grad(x), d)) == pytest.approx(fd, rel=1e-6)
+
+
+def test_prior_is_nonconvex() -> None:
+    # along a 1-D edge the penalty log(1 + t^2/delta^2) is concave past |t| = delta
+    prior = CauchyPrior(mu=1.0, delta=0.1)
+    x = np.zeros((4, 4))
+    e = np.zeros((4, 4))
+    e[:, 2:] = 1.0
+    vals = [prior.value(x + t * e) for t in (0.2, 0.3, 0.4)]
+    assert vals[1] > 0.5 * (vals[0] + vals[2])  # midpoint above the chord: not convex
+
+
+def test_objective_gradient_and_lipschitz_constant(small: Problem) -> None:
+    rng = np.random.default_rng(5)
+    x, d = rng.random(small.op.shape), rng.standard_normal(small.op.shape)
+    h = 1e-6
+    fd = (small.value(x + h * d) - small.value(x - h * d)) / (2 * h)
+    assert float(np.vdot(small.grad(x), d)) == pytest.approx(fd, rel=1e-5)
+    for _ in range(5):
+        a, b = rng.random(small.op.shape), rng.random(small.op.shape)
+        b = a + 0.01 * (b - a)
+        ratio = np.linalg.norm(small.grad(a) - small.grad(b)) / np.linalg.norm(a - b)
+        assert ratio <= small.lipschitz
+
+
+def test_psnr_closed_form() -> None:
+    t = np.zeros((4, 4))
+    assert psnr(t + 0.1, t) == pytest.approx(20.0)
+    assert psnr(t, t) == math.inf
+
+
+# ------------------------------------------------------------------ RED, RISP, Nesterov
+
+
+def test_red_with_step_one_over_L_decreases_F(small: Problem) -> None:
+    tr = red(small, iters=60)
+    assert np.all(np.diff(tr.value) <= 1e-9 * abs(tr.value[0]))  # the descent lemma
+    assert tr.grad_evals == 60 and len(tr.value) == 61
+
+
+def test_theta_one_is_red_exactly(small: Problem) -> None:
+    a = red(small, iters=40)
+    b = risp(small, theta=1.0, restart=1e-3, iters=40)
+    assert np.array_equal(a.x, b.x)
+    assert np.allclose(a.grad_norm, b.grad_norm, rtol=0, atol=0)
+
+
+def test_restart_every_step_is_red(small: Problem) -> None:
+    # with B^2 below any movement the rule fires after every step: the momentum is always zero
+    a = red(small, iters=30)
+    b = risp(small, theta=0.1, restart=1e-300, iters=30)
+    assert len(b.restarts) == 30
+    assert np.allclose(a.x, b.x, rtol=0, atol=1e-13)
+
+
+def test_risp_without_restart_is_heavy_ball(small: Problem) -> None:
+    eta, th = 1.0 / small.lipschitz, 0.3
+    x_prev = x = small.start()
+    for _ in range(25):
+        z = x + (1 - th) * (x - x_prev)
+        x_prev, x = x, z - eta * small.grad(z)
+    tr = risp(small, theta=th, restart=None, iters=25)
+    assert np.allclose(tr.x, x, rtol=0, atol=1e-13) and tr.restarts == []
+
+
+def test_restart_rule_matches_its_definition(small: Problem) -> None:
+    # replay the rule j * sum ||x_{i+1} - x_i||^2 > B^2 on the iterates and find the same restarts
+    b2 = 0.05
+    keep = tuple(range(41))
+    tr = risp(small, theta=0.05, restart=b2, iters=40, keep=keep)
+    j, moved, found = 0, 0.0, []
+    for k in range(40):
+        j += 1
+        moved += float(np.sum((tr.snapshots[k + 1] - tr.snapshots[k]) ** 2))
+        if j * moved > b2:
+            found.append(k + 1)
+            j, moved = 0, 0.0
+    assert found == tr.restarts and len(found) >= 1
+
+
+def test_momentum_beats_red_on_the_gradient(small: Problem) -> None:
+    a = red(small, iters=150)
+    b = risp(small, theta=0.2, restart=1.0, iters=150)
+    c = nesterov_restart(small, iters=150)
+    assert b.grad_norm.min() < 0.5 * a.grad_norm.min()
+    assert c.grad_norm.min() < 0.5 * a.grad_norm.min()
+
+
+def test_nesterov_restart_fires_only_uphill(small: Problem) -> None:
+    tr = nesterov_restart(small, iters=80, keep=tuple(range(81)))
+    assert tr.restarts  # the rule does fire on this nonconvex problem
+    # right after a restart the previous point equals the current one: the next step is plain GD
+    k = tr.restarts[0]
+    x = tr.snapshots[k]
+    assert np.allclose(tr.snapshots[k + 1], x - small.grad(x) / small.lipschitz, atol=1e-13)
+
+
+def test_record_false_keeps_only_the_end(small: Problem) -> None:
+    tr = risp(small, iters=20, record=False)
+    full = risp(small, iters=20)
+    assert len(tr.value) == 1 and tr.value[0] == pytest.approx(full.value[-1])
+
+
+# ------------------------------------------------------------------ bad arguments
+
+
+def test_bad_arguments_name_the_parameter(small: Problem) -> None:
+    with pytest.raises(ValueError, match="kind"):
+        make_operator("warp", (8, 8))
+    with pytest.raises(ValueError, match="factor"):
+        make_operator("downsample", (9, 9), factor=2)
+    with pytest.raises(ValueError, match="keep"):
+        make_operator("inpaint", (8, 8), keep=1.5)
+    with pytest.raises(ValueError, match="blur"):
+        make_operator("blur", (8, 8), blur=-1.0)
+    with pytest.raises(ValueError, match="shape"):
+        make_operator("blur", (8,))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="x0"):
+        red(small, x0=np.zeros((5, 5)))
+    with pytest.raises(ValueError, match="x"):
+        small.op(np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="step"):
+        risp(small, step=-0.1)
+    with pytest.raises(ValueError, match="theta"):
+        risp(small, theta=0.0)
+    with pytest.raises(ValueError, match="theta"):
+        risp(small, theta=1.5)
+    with pytest.raises(ValueError, match="restart"):
+        risp(small, restart=-1.0)
+    with pytest.raises(ValueError, match="iters"):
+        nesterov_restart(small, iters=-3)
+    with pytest.raises(ValueError, match="mu"):
+        CauchyPrior(mu=0.0)
+    with pytest.raises(ValueError, match="noise"):
+        make_problem(16, noise=0.0)
+    with pytest.raises(TypeError, match="problem"):
+        red("not a problem")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ the chapter's experiments
+
+
+def test_sizes_fix_the_issue_horizons() -> None:
+    book = SIZES["book"]
+    assert (book.short, book.risp_long, book.red_long) == (300, 1000, 5000)
+    assert 0.002 in book.thetas and 1.0 in book.thetas
+
+
+def test_reproduce_smoke_is_deterministic_and_consistent() -> None:
+    a, b = reproduce("smoke", seed=1), reproduce("smoke", seed=1)
+    assert isinstance(a, Report)
+    for key in a.tables:
+        pd.testing.assert_frame_equal(a.tables[key], b.tables[key])
+    names = {c.name for c in a.claims}
+    assert {"theta_one_is_red", "grad_ratio", "objective_ratio", "same_fixed_point",
+            "restart_small_theta", "vs_nesterov_restart"} <= names
+    nums = numbers(a)
+    assert nums["red_vs_red_300"] == pytest.approx(1.0)
+    assert a.claim("grad_ratio").measured == pytest.approx(nums["risp_vs_red_300"])
+    assert a.claim("theta_one_is_red").measured == 0.0
+    assert set(a.charts()) == {"gradient", "objective", "psnr", "theta"}
+
+
+def test_explore_and_explorer() -> None:
+    chart = explore(theta=0.05, iterations=5, size=16)
+    spec = chart.to_dict()
+    assert "hconcat" in spec
+    w = explorer()
+    before = w.result.to_dict()
+    w.children[0].value = w.children[0].max
+    after = w.result.to_dict()
+    assert before != after
+    with pytest.raises(ValueError, match="iterations"):
+        explore(iterations=0)
