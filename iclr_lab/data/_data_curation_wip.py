@@ -1,0 +1,968 @@
+"""When less data is more: exact test-error curves for curated data (Dohmatob, Pezeshki and
+Askari-Hemmat, "Why Less is More (Sometimes): A Theory of Data Curation", ICLR 2026, arXiv 2511.03492).
+
+The chapter is ``book/data/data_curation.md``. A Gaussian teacher-student model: a *generator*
+``w_g`` labels the training inputs (``data_curation-eq-labels``), an *oracle* ``w_o`` scores them by
+their margin and a curation rule keeps some of them (``data_curation-eq-rules``), and ridge
+regression normalised by the total sample size (``data_curation-eq-ridge``) is judged against the
+ground truth ``w_star`` (``data_curation-eq-error``). The module has
+
+* the model: :class:`Geometry` (the three unit vectors and their cosines), :func:`sample`;
+* the rules and the learner: :func:`keep_mask`, :func:`ridge`, :func:`angle_error`, :func:`simulate`;
+* the closed form: :func:`kept_moments` (the paper's four scalars and their label-aware analogues)
+  and :func:`theory_error` (``data_curation-eq-kappa`` to ``data_curation-eq-theory``), with its
+  infinite-data limit :func:`limit_error` (``data_curation-eq-limit``);
+* the self-training loop :func:`self_train` (model collapse);
+* the chapter's :func:`reproduce`, :func:`charts`, :func:`numbers`, :func:`phase_chart` and
+  :func:`explorer`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict
+
+import numpy as np
+from scipy.special import ndtr, ndtri
+
+from iclr_lab.core.progress import progress
+from iclr_lab.core.validation import check_choice, check_int, check_range
+
+if TYPE_CHECKING:
+    import altair as alt
+    import pandas as pd
+
+    from iclr_lab.core.report import Report
+
+__all__ = ["RULES", "SIZES", "Geometry", "Moments", "charts", "explorer", "keep_mask", "kept_moments",
+           "limit_error", "numbers", "phase_chart", "phase_table", "reproduce", "ridge", "sample",
+           "self_train", "simulate", "angle_error", "theory_error"]
+
+#: The curation rules: keep everything, keep the large-margin (easy) or small-margin (hard)
+#: examples by the oracle's margin, keep the examples whose label the oracle agrees with, and the
+#: two label-aware rules that also filter by difficulty (``data_curation-eq-rules``).
+RULES: tuple[str, ...] = ("full", "keep_easy", "keep_hard", "agree", "agree_easy", "agree_hard")
+_LABEL_AWARE = ("agree", "agree_easy", "agree_hard")
+_SQRT2PI = math.sqrt(2.0 * math.pi)
+
+
+# ----------------------------------------------------------------------------------------------
+# The model
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """The cosines between the ground truth ``w_star``, the generator ``w_g`` and the oracle ``w_o``.
+
+    Attributes:
+        rho: generator quality, ``<w_g, w_star>``.
+        rho_star: oracle quality, ``<w_o, w_star>``.
+        rho_g: oracle-generator alignment, ``<w_o, w_g>``.
+
+    The three unit vectors are built in the first three coordinates (``data_curation-eq-geometry``):
+    ``w_o = e1``, ``w_g = rho_g e1 + s e2`` with ``s = sqrt(1 - rho_g^2)``, and
+    ``w_star = rho_star e1 + c2 e2 + c3 e3``. A triple whose Gram matrix is not positive
+    semi-definite has no such vectors and is rejected.
+    """
+
+    rho: float
+    rho_star: float
+    rho_g: float
+
+    def __post_init__(self) -> None:
+        for name in ("rho", "rho_star", "rho_g"):
+            check_range(name, getattr(self, name), -1.0, 1.0)
+        gram = np.array([[1.0, self.rho, self.rho_star], [self.rho, 1.0, self.rho_g],
+                         [self.rho_star, self.rho_g, 1.0]])
+        if np.linalg.eigvalsh(gram).min() < -1e-12:
+            raise ValueError(f"(rho, rho_star, rho_g) = ({self.rho}, {self.rho_star}, {self.rho_g}) "
+                             "is not a valid geometry: the Gram matrix of (w_star, w_g, w_o) must be "
+                             "positive semi-definite")
+
+    @property
+    def s(self) -> float:
+        """``sqrt(1 - rho_g^2)``: the part of ``w_g`` orthogonal to the oracle."""
+        return math.sqrt(max(1.0 - self.rho_g**2, 0.0))
+
+    @property
+    def c2(self) -> float:
+        """The coordinate of ``w_star`` along ``e2`` (0 when the oracle and generator coincide)."""
+        if self.s < 1e-12:
+            return 0.0
+        return (self.rho - self.rho_g * self.rho_star) / self.s
+
+    @property
+    def tau(self) -> float:
+        """``rho_g / sqrt(1 - rho_g^2)`` (infinite for self-curation, ``w_o = w_g``)."""
+        return math.inf if self.s < 1e-12 else self.rho_g / self.s
+
+    def vectors(self, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(w_star, w_g, w_o)`` as unit vectors of ``R^d`` (``d >= 3``)."""
+        d = check_int("d", d, 3)
+        w_o, w_g, w_star = np.zeros(d), np.zeros(d), np.zeros(d)
+        w_o[0] = 1.0
+        w_g[0], w_g[1] = self.rho_g, self.s
+        c3 = math.sqrt(max(1.0 - self.rho_star**2 - self.c2**2, 0.0))
+        w_star[:3] = self.rho_star, self.c2, c3
+        return w_star, w_g, w_o
+
+    @property
+    def generator_error(self) -> float:
+        """The generator's own test error ``arccos(rho)/pi``."""
+        return math.acos(self.rho) / math.pi
+
+    @property
+    def oracle_error(self) -> float:
+        """The oracle's own test error ``arccos(rho_star)/pi``."""
+        return math.acos(self.rho_star) / math.pi
+
+
+def sample(n: int, d: int, w_g: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` inputs ``x ~ N(0, I_d)`` and their generator labels ``y = sign(x . w_g)``
+    (``data_curation-eq-labels``)."""
+    n = check_int("n", n, 1)
+    d = check_int("d", d, 1)
+    if w_g.shape != (d,):
+        raise ValueError(f"w_g must have shape ({d},), got {w_g.shape}")
+    X = rng.standard_normal((n, d))
+    y = np.where(X @ w_g >= 0, 1.0, -1.0)
+    return X, y
+
+
+def threshold(rule: str, keep_fraction: float) -> float:
+    """The margin threshold ``alpha`` of a difficulty rule that keeps ``keep_fraction`` of N(0, 1)
+    margins: ``Phi^-1((1+p)/2)`` to keep the hard ones (``|t| <= alpha``), ``Phi^-1(1 - p/2)`` to keep
+    the easy ones (``|t| >= alpha``); see ``data_curation-eq-rules``."""
+    check_choice("rule", rule, RULES)
+    p = check_range("keep_fraction", keep_fraction, 0.0, 1.0, low_open=True)
+    if rule.endswith("hard"):
+        return math.inf if p >= 1.0 else float(ndtri((1.0 + p) / 2.0))
+    if rule.endswith("easy"):
+        return 0.0 if p >= 1.0 else float(ndtri(1.0 - p / 2.0))
+    return math.nan
+
+
+def keep_mask(rule: str, keep_fraction: float, t: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Which examples a rule keeps, from the oracle margins ``t = x . w_o`` and the labels ``y``
+    (``data_curation-eq-rules``).
+
+    ``keep_fraction`` is the fraction the *difficulty* filter keeps: for ``keep_easy``/``keep_hard``
+    it is the kept fraction itself; the label-aware ``agree_easy``/``agree_hard`` apply the same
+    margin threshold and then drop the examples whose label the oracle disagrees with, so they keep
+    less. ``full`` and ``agree`` ignore it.
+    """
+    check_choice("rule", rule, RULES)
+    check_range("keep_fraction", keep_fraction, 0.0, 1.0, low_open=True)
+    if rule in ("full", "agree"):
+        keep = np.ones(t.shape, dtype=bool)
+    elif rule.endswith("hard"):
+        keep = np.abs(t) <= threshold(rule, keep_fraction)
+    else:
+        keep = np.abs(t) >= threshold(rule, keep_fraction)
+    if rule in _LABEL_AWARE:
+        keep &= y == np.where(t >= 0, 1.0, -1.0)
+    return keep
+
+
+def ridge(X: np.ndarray, y: np.ndarray, keep: np.ndarray, lam: float) -> np.ndarray:
+    """Ridge regression on the kept examples, normalised by the *total* ``n``
+    (``data_curation-eq-ridge``): ``(X^T D X / n + lam I)^-1 X^T D y / n`` with ``D = diag(keep)``."""
+    lam = check_range("lam", lam, 0.0, low_open=True)
+    n, d = X.shape
+    Xk = X[keep]
+    A = Xk.T @ Xk / n
+    A[np.diag_indices(d)] += lam
+    return np.linalg.solve(A, Xk.T @ y[keep] / n)
+
+
+def angle_error(w: np.ndarray, w_star: np.ndarray) -> float:
+    """``P(sign(x . w) != sign(x . w_star))`` for ``x ~ N(0, I)``: ``arccos(cos(w, w_star))/pi``
+    (``data_curation-eq-error``). A zero vector predicts nothing: error 1/2."""
+    norm = float(np.linalg.norm(w)) * float(np.linalg.norm(w_star))
+    if norm == 0.0:
+        return 0.5
+    return math.acos(min(max(float(w @ w_star) / norm, -1.0), 1.0)) / math.pi
+
+
+def simulate(rule: str, keep_fraction: float, n: int, d: int, *, rho: float = 0.999,
+             rho_star: float = 0.9999, rho_g: float = 0.999, lam: float = 1e-2,
+             seed: int = 0) -> float:
+    """Monte Carlo test error of one curated ridge fit: draw ``n`` examples in ``R^d``, label them
+    with the generator, curate with the oracle (:func:`keep_mask`), fit :func:`ridge` and return
+    :func:`angle_error` against the ground truth. The theory is :func:`theory_error`."""
+    geo = Geometry(rho, rho_star, rho_g)
+    check_range("keep_fraction", keep_fraction, 0.0, 1.0, low_open=True)
+    check_int("seed", seed, 0)
+    w_star, w_g, w_o = geo.vectors(d)
+    X, y = sample(n, d, w_g, np.random.default_rng(seed))
+    keep = keep_mask(rule, keep_fraction, X @ w_o, y)
+    return angle_error(ridge(X, y, keep, lam), w_star)
+
+
+# ----------------------------------------------------------------------------------------------
+# The closed form
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Moments:
+    """Second moments of the kept examples in the plane of ``(w_o, w_g)``.
+
+    Attributes:
+        p: the kept fraction ``P(keep)``.
+        cov: ``E[u u^T | keep]`` (2x2), with ``u = (x . e1, x . e2)``.
+        cross: ``E[u y | keep]`` (2).
+
+    For a label-agnostic rule ``cov = diag(gamma/p, 1)`` and ``cross = (beta_tilde, beta)/p`` in the
+    paper's four scalars (``data_curation-eq-scalars``).
+    """
+
+    p: float
+    cov: np.ndarray
+    cross: np.ndarray
+
+    @property
+    def a(self) -> np.ndarray:
+        """Population least squares on the kept distribution, ``cov^-1 cross``."""
+        return np.linalg.solve(self.cov, self.cross)
+
+    @property
+    def noise(self) -> float:
+        """Residual variance ``E[(y - u . a)^2 | keep] = 1 - cross . a``."""
+        return max(1.0 - float(self.cross @ self.a), 0.0)
+
+
+_NODES, _WEIGHTS = np.polynomial.legendre.leggauss(80)
+
+
+def _integrate(f: Any, intervals: Sequence[tuple[float, float]]) -> np.ndarray:
+    # Gauss-Legendre on each piece; the pieces split at the kinks of |g| and near 0 at the scale
+    # 1/tau, where phi(tau g) and Phi(tau g) change fast when the oracle and generator are close.
+    total: np.ndarray | float = 0.0
+    for a, b in intervals:
+        if b <= a:
+            continue
+        g = 0.5 * (b - a) * _NODES + 0.5 * (a + b)
+        total = total + 0.5 * (b - a) * (f(g) * _WEIGHTS).sum(axis=-1)
+    return np.asarray(total)
+
+
+def kept_moments(geometry: Geometry, rule: str, keep_fraction: float) -> Moments:
+    """The kept distribution's moments :class:`Moments` by one-dimensional quadrature over the
+    oracle margin ``g ~ N(0, 1)``: the orthogonal coordinate ``G2`` and the label
+    ``y = sign(rho_g g + s G2)`` are integrated out in closed form (``data_curation-eq-scalars``)."""
+    check_choice("rule", rule, RULES)
+    check_range("keep_fraction", keep_fraction, 0.0, 1.0, low_open=True)
+    tau = geometry.tau
+    alpha = threshold(rule, keep_fraction)
+    top = 12.0
+    if rule in ("full", "agree") or (rule.endswith("hard") and alpha == math.inf):
+        ranges = [(0.0, top)]
+    elif rule.endswith("hard"):
+        ranges = [(0.0, alpha)]
+    else:
+        ranges = [(alpha, top)]
+    # split the positive half-line at the scale of 1/tau (the margin function is symmetric)
+    cuts = sorted({c for c in (1.0 / tau, 4.0 / tau, 12.0 / tau) if 0 < c < top})
+    pieces: list[tuple[float, float]] = []
+    for lo, hi in ranges:
+        edges = [lo, *[c for c in cuts if lo < c < hi], hi]
+        pieces += list(zip(edges[:-1], edges[1:], strict=True))
+
+    def phi(v: np.ndarray) -> np.ndarray:
+        return np.exp(-0.5 * v**2) / _SQRT2PI
+
+    def big_phi(v: np.ndarray) -> np.ndarray:
+        return np.asarray(ndtr(v))
+
+    if math.isinf(tau):
+        def tp(g: np.ndarray) -> np.ndarray:   # phi(tau g) for g > 0, tau = inf
+            return np.zeros_like(g)
+
+        def tP(g: np.ndarray) -> np.ndarray:   # Phi(tau g)
+            return np.ones_like(g)
+    else:
+        def tp(g: np.ndarray) -> np.ndarray:
+            return phi(tau * g)
+
+        def tP(g: np.ndarray) -> np.ndarray:
+            return big_phi(tau * g)
+
+    # Integrals over g > 0 of phi_N(g) times each conditional moment, doubled by symmetry.
+    # Label-agnostic: E[y|g] = 2 Phi(tau g) - 1, E[G2 y|g] = 2 phi(tau g), E[G2^2|g] = 1.
+    # Label-aware (keep only y = sign g): E[1|g] = Phi(tau|g|), E[G2 1|g] = sign(g) phi(tau|g|),
+    # E[G2^2 1|g] = Phi(tau|g|) - tau|g| phi(tau|g|), E[y 1|g] = sign(g) Phi(tau|g|),
+    # E[G2 y 1|g] = phi(tau|g|).
+    def integrand(g: np.ndarray) -> np.ndarray:
+        w = phi(g)
+        if rule in _LABEL_AWARE:
+            P, p_ = tP(g), tp(g)
+            tg_p = np.zeros_like(g) if math.isinf(tau) else tau * g * p_
+            rows = [P, g * g * P, g * p_, P - tg_p, g * P, p_]
+        else:
+            one = np.ones_like(g)
+            rows = [one, g * g, np.zeros_like(g), one, g * (2 * tP(g) - 1), 2 * tp(g)]
+        return 2.0 * w * np.stack(rows)
+
+    p, m11, m12, m22, c1, c2 = _integrate(integrand, pieces)
+    if p <= 1e-12:
+        raise ValueError(f"rule {rule!r} with keep_fraction={keep_fraction} keeps nothing")
+    cov = np.array([[m11, m12], [m12, m22]]) / p
+    return Moments(float(p), cov, np.array([c1, c2]) / p)
+
+
+def _kappa(psi: np.ndarray, lam_eff: np.ndarray) -> np.ndarray:
+    # The positive root of kappa = lam' + psi kappa / (1 + kappa) (data_curation-eq-kappa):
+    # kappa^2 + (1 - psi - lam') kappa - lam' = 0.
+    b = 1.0 - psi - lam_eff
+    return 0.5 * (-b + np.sqrt(b * b + 4.0 * lam_eff))
+
+
+def theory_error(rule: str, keep_fraction: float, phi: float | np.ndarray, *, rho: float = 0.999,
+                 rho_star: float = 0.9999, rho_g: float = 0.999, lam: float = 1e-2,
+                 normalise_by_kept: bool = False) -> np.ndarray | float:
+    """The proportional-limit test error (``d, n -> inf``, ``d/n = phi``) of curated ridge:
+    ``data_curation-eq-kappa`` to ``data_curation-eq-theory``.
+
+    The kept ``p n`` examples have covariance ``diag(Sigma_u, I)``; ridge with the total-``n``
+    normalisation is ridge on them with ``lam / p`` and aspect ratio ``psi = phi / p``. ``phi`` may
+    be an array (one value per data size). ``normalise_by_kept=True`` uses ``lam`` instead of
+    ``lam / p``: the normalisation bug the chapter warns about, kept to show that the check against
+    Monte Carlo can tell it apart.
+    """
+    geo = Geometry(rho, rho_star, rho_g)
+    lam = check_range("lam", lam, 0.0)
+    phis = np.atleast_1d(np.asarray(phi, dtype=float))
+    if np.any(~np.isfinite(phis)) or np.any(phis <= 0):
+        raise ValueError(f"phi must be in (0, inf), got {phi!r}")
+    m = kept_moments(geo, rule, keep_fraction)
+    psi = phis / m.p
+    lam_eff = np.full_like(psi, lam if normalise_by_kept else lam / m.p)
+    if lam == 0.0:
+        kappa = np.maximum(psi - 1.0, 0.0)
+    else:
+        kappa = _kappa(psi, lam_eff)
+    a, S, noise = m.a, m.cov, m.noise
+    ev, V = np.linalg.eigh(S)
+    a_e = V.T @ a                                     # a in the eigenbasis of Sigma_u
+    shrink = ev[None, :] / (ev[None, :] + kappa[:, None])       # Sigma (Sigma + kappa)^-1
+    mean = (shrink * a_e[None, :]) @ V.T              # E[w_hat] in the (e1, e2) plane
+    bias = kappa**2 * ((ev[None, :] * a_e[None, :] ** 2) / (ev[None, :] + kappa[:, None]) ** 2).sum(1)
+    df2 = psi / (1.0 + kappa) ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bulk = np.where(df2 < 1.0, (noise + bias) / (1.0 - df2) * df2, np.inf)
+    m0 = geo.rho_star * mean[:, 0] + geo.c2 * mean[:, 1]
+    nu0 = (mean**2).sum(1) + bulk
+    with np.errstate(invalid="ignore"):
+        err = np.where(np.isfinite(nu0), np.arccos(np.clip(m0 / np.sqrt(nu0), -1, 1)) / math.pi, 0.5)
+    return float(err[0]) if np.ndim(phi) == 0 else err
+
+
+def limit_error(rule: str, keep_fraction: float, *, rho: float, rho_star: float,
+                rho_g: float) -> float:
+    """The infinite-data, vanishing-ridge limit ``F(q)`` of Theorem 2 (``data_curation-eq-limit``):
+    ``w_hat`` tends to the population least squares ``a`` of the kept distribution."""
+    geo = Geometry(rho, rho_star, rho_g)
+    a = kept_moments(geo, rule, keep_fraction).a
+    m0 = geo.rho_star * a[0] + geo.c2 * a[1]
+    return math.acos(min(max(m0 / float(np.linalg.norm(a)), -1.0), 1.0)) / math.pi
+
+
+# ----------------------------------------------------------------------------------------------
+# Self-training
+# ----------------------------------------------------------------------------------------------
+
+
+def self_train(rule: str, keep_fraction: float, rounds: int, n: int, d: int, *, rho: float = 0.95,
+               rho_star: float = 0.97, rho_g: float | None = None, lam: float = 1e-2,
+               seed: int = 0) -> np.ndarray:
+    """Iterated self-training: round 1 learns from the given generator; every later round learns
+    from fresh inputs labelled by the previous round's student (``data_curation-eq-collapse``). The
+    oracle stays fixed. Returns the test error after each round (``rounds`` values).
+
+    ``rho_g=None`` takes the generator's and the oracle's errors independent (orthogonal):
+    ``rho_g = rho * rho_star``.
+    """
+    rounds = check_int("rounds", rounds, 1)
+    check_range("keep_fraction", keep_fraction, 0.0, 1.0, low_open=True)
+    geo = Geometry(rho, rho_star, rho * rho_star if rho_g is None else rho_g)
+    w_star, w_g, w_o = geo.vectors(d)
+    rng = np.random.default_rng(seed)
+    errors = np.empty(rounds)
+    for r in range(rounds):
+        X, y = sample(n, d, w_g, rng)
+        w = ridge(X, y, keep_mask(rule, keep_fraction, X @ w_o, y), lam)
+        errors[r] = angle_error(w, w_star)
+        w_g = w / np.linalg.norm(w)
+    return errors
+
+
+# ----------------------------------------------------------------------------------------------
+# The chapter's experiments
+# ----------------------------------------------------------------------------------------------
+
+#: Geometries (rho, rho_star, rho_g) of the experiments, fixed before any run.
+STRONG = Geometry(0.999, 0.9999, 0.999)      # strong generator, stronger oracle (the formula's tests)
+STRONG_GEN = Geometry(0.9999, 0.999, 0.999)  # generator at least as good as the oracle (Theorem 2)
+WEAK = Geometry(0.8, 0.999, 0.8)             # weak generator, strong oracle
+SELF = Geometry(0.8, 0.8, 1.0)               # weak generator that curates with itself (w_o = w_g)
+COLLAPSE = Geometry(0.95, 0.97, 0.95 * 0.97)  # round-0 generator and fixed oracle, independent errors
+#: the keep fractions of the grids, and the ridge grid every rule is tuned over (same budget)
+P_GRID: tuple[float, ...] = (0.1, 0.2, 0.3, 0.5, 0.7)
+LAM_GRID: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0)
+LABELS = {"full": "full data", "keep_easy": "keep easy", "keep_hard": "keep hard", "agree": "agree",
+          "agree_easy": "agree + keep easy", "agree_hard": "agree + keep hard"}
+#: one colour per rule across the chapter; keep hard (the paper's "less is more" rule) is red
+COLORS = {"keep hard": "#d62728", "agree + keep hard": "#ff7f0e", "keep easy": "#4c78a8",
+          "agree + keep easy": "#9ecae9", "agree": "#72a17b", "full data": "#5b6770"}
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    seeds: int          # seeds per reproduce() call: seed, seed+1, ...
+    d: int              # dimension of the formula and "less is more" experiments
+    formula_ns: tuple[int, ...]
+    sims: int           # simulations averaged per seed
+    n_big: int          # abundant data
+    scarce_sims: int
+    d_limit: int        # Theorem 2's confirmation at d/n = 0.005
+    limit_sims: int
+    collapse_d: int
+    collapse_n: int
+    rounds: int
+    collapse_runs: int
+    grid_sims: int      # simulations of the 2x2 grid's weak, self-curating quadrants
+
+
+SIZES: dict[str, _Sizes] = {
+    "smoke": _Sizes(seeds=2, d=40, formula_ns=(80, 400), sims=2, n_big=2000, scarce_sims=3,
+                    d_limit=20, limit_sims=1, collapse_d=20, collapse_n=400, rounds=4,
+                    collapse_runs=1, grid_sims=2),
+    "book": _Sizes(seeds=3, d=200, formula_ns=(400, 2000, 10_000), sims=5, n_big=10_000,
+                   scarce_sims=20, d_limit=100, limit_sims=2, collapse_d=100, collapse_n=2000,
+                   rounds=15, collapse_runs=3, grid_sims=10),
+    "paper": _Sizes(seeds=5, d=400, formula_ns=(800, 4000, 20_000, 80_000), sims=10,
+                    n_big=20_000, scarce_sims=40, d_limit=200, limit_sims=4, collapse_d=200,
+                    collapse_n=4000, rounds=20, collapse_runs=5, grid_sims=20),
+}
+
+
+def _fits(X: np.ndarray, y: np.ndarray, keep: np.ndarray, lams: Sequence[float]) -> list[np.ndarray]:
+    # one eigendecomposition of the kept Gram matrix serves every ridge of the grid
+    n = X.shape[0]
+    Xk = X[keep]
+    ev, V = np.linalg.eigh(Xk.T @ Xk / n)
+    b = V.T @ (Xk.T @ y[keep] / n)
+    return [V @ (b / (ev + lam)) for lam in lams]
+
+
+def _sims(geo: Geometry, n: int, d: int, cells: Sequence[tuple[str, float]], lams: Sequence[float],
+          seeds: Sequence[int]) -> np.ndarray:
+    """Test errors, shape (len(seeds), len(cells), len(lams)): one draw per seed shared by all cells."""
+    w_star, w_g, w_o = geo.vectors(d)
+    out = np.empty((len(seeds), len(cells), len(lams)))
+    for i, s in enumerate(seeds):
+        X, y = sample(n, d, w_g, np.random.default_rng(s))
+        t = X @ w_o
+        for j, (rule, p) in enumerate(cells):
+            for k, w in enumerate(_fits(X, y, keep_mask(rule, p, t, y), lams)):
+                out[i, j, k] = angle_error(w, w_star)
+    return out
+
+
+def _sim_seeds(seed: int, tag: int, count: int) -> list[int]:
+    # independent streams per experiment and seed, derived from the seed alone
+    return [int(v) for v in np.random.SeedSequence([seed, tag]).generate_state(count)]
+
+
+class _GeoKw(TypedDict):
+    rho: float
+    rho_star: float
+    rho_g: float
+
+
+def _geo_kw(geo: Geometry) -> _GeoKw:
+    return {"rho": geo.rho, "rho_star": geo.rho_star, "rho_g": geo.rho_g}
+
+
+def _formula(sz: _Sizes, seeds: Sequence[int]) -> list[dict[str, Any]]:
+    rows = []
+    cells = [("full", 1.0)] + [(r, p) for r in ("keep_easy", "keep_hard", "agree_hard")
+                               for p in P_GRID] + [("agree", 1.0)]
+    for geo_name, geo in (("strong", STRONG), ("weak", WEAK)):
+        for n in sz.formula_ns:
+            theory = [theory_error(r, p, sz.d / n, lam=1e-2, **_geo_kw(geo)) for r, p in cells]
+            bug = [theory_error(r, p, sz.d / n, lam=1e-2, normalise_by_kept=True, **_geo_kw(geo))
+                   for r, p in cells]
+            kept = [kept_moments(geo, r, p).p for r, p in cells]
+            for seed in seeds:
+                err = _sims(geo, n, sz.d, cells, [1e-2], _sim_seeds(seed, 1 + n, sz.sims))[:, :, 0]
+                for j, (rule, p) in enumerate(cells):
+                    rows.append({"geometry": geo_name, "n": n, "rule": LABELS[rule], "p": p,
+                                 "kept": kept[j], "psi": sz.d / n / kept[j], "seed": seed,
+                                 "theory": theory[j], "theory_bug": bug[j],
+                                 "mc": float(err[:, j].mean()),
+                                 "se": float(err[:, j].std(ddof=1) / math.sqrt(sz.sims))})
+    return rows
+
+
+def _abundant(sz: _Sizes, seeds: Sequence[int], n: int, lams: Sequence[float],
+              sims: int, tag: int) -> list[dict[str, Any]]:
+    cells = [("full", 1.0)] + [(r, p) for r in ("keep_hard", "keep_easy") for p in P_GRID]
+    rows = []
+    for seed in seeds:
+        err = _sims(STRONG, n, sz.d, cells, lams, _sim_seeds(seed, tag, sims)).mean(axis=0)
+        for j, (rule, p) in enumerate(cells):
+            for k, lam in enumerate(lams):
+                rows.append({"n": n, "rule": LABELS[rule], "p": p, "lam": lam, "seed": seed,
+                             "error": float(err[j, k])})
+    return rows
+
+
+def _limit(sz: _Sizes, seeds: Sequence[int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    fine = np.round(np.arange(0.05, 1.0, 0.05), 2)
+    curves = []
+    for geo_name, geo in (("generator ≥ oracle", STRONG_GEN), ("oracle > generator", STRONG),
+                          ("weak generator", WEAK)):
+        for rule in ("keep_easy", "keep_hard"):
+            for p in fine:
+                curves.append({"geometry": geo_name, "rule": LABELS[rule], "p": float(p),
+                               "in_grid": bool(np.isclose(P_GRID, p).any()),
+                               "error": limit_error(rule, float(p), **_geo_kw(geo))})
+    sims = []
+    n = 200 * sz.d_limit  # d/n = 0.005
+    cells = [(r, p) for r in ("keep_easy", "keep_hard") for p in P_GRID]
+    for geo_name, geo in (("generator ≥ oracle", STRONG_GEN), ("weak generator", WEAK)):
+        for seed in seeds:
+            err = _sims(geo, n, sz.d_limit, cells, [1e-3],
+                        _sim_seeds(seed, 7 + len(geo_name), sz.limit_sims)).mean(axis=0)[:, 0]
+            for j, (rule, p) in enumerate(cells):
+                sims.append({"geometry": geo_name, "rule": LABELS[rule], "p": p, "seed": seed,
+                             "error": float(err[j])})
+    return curves, sims
+
+
+def _collapse(sz: _Sizes, seeds: Sequence[int]) -> list[dict[str, Any]]:
+    rows = []
+    rules = [("full", 1.0), ("agree", 1.0), ("keep_hard", 0.5), ("agree_hard", 0.5)]
+    for seed in seeds:
+        for rule, p in rules:
+            runs = [self_train(rule, p, sz.rounds, sz.collapse_n, sz.collapse_d, rho=COLLAPSE.rho,
+                               rho_star=COLLAPSE.rho_star, rho_g=COLLAPSE.rho_g, seed=s)
+                    for s in _sim_seeds(seed, 3, sz.collapse_runs)]
+            for r, e in enumerate(np.mean(runs, axis=0), start=1):
+                rows.append({"rule": LABELS[rule], "round": r, "seed": seed, "error": float(e)})
+    return rows
+
+
+def _grid(sz: _Sizes, seeds: Sequence[int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The 2x2 grid (strong/weak generator x scarce/abundant data, d = 100) in theory, with every
+    rule tuned over the ridge grid, and the weak self-curating quadrants simulated."""
+    d = 100
+    theory = []
+    ns = np.unique(np.round(np.geomspace(50, 10**5, 25)).astype(int))
+    for geo_name, geo in (("strong generator", STRONG), ("weak generator, self-curated", SELF)):
+        for rule, ps in (("full", (1.0,)), ("keep_hard", (0.2, 0.5)), ("keep_easy", (0.2, 0.5))):
+            for p in ps:
+                errs = np.min([np.asarray(theory_error(rule, p, d / ns, lam=lam, **_geo_kw(geo)))
+                               for lam in LAM_GRID], axis=0)
+                for n, e in zip(ns, errs, strict=True):
+                    theory.append({"generator": geo_name, "rule": LABELS[rule], "p": p,
+                                   "series": f"{LABELS[rule]}, p = {p:g}", "n": int(n),
+                                   "error": float(e)})
+    sims = []
+    cells = [("full", 1.0)] + [(r, p) for r in ("keep_hard", "keep_easy") for p in P_GRID]
+    for n in (d, 50 * d):
+        for seed in progress(seeds, desc="2x2 grid"):
+            err = _sims(SELF, n, d, cells, LAM_GRID, _sim_seeds(seed, 11 + n, sz.grid_sims))
+            best = err.mean(axis=0).min(axis=1)
+            for j, (rule, p) in enumerate(cells):
+                sims.append({"n": n, "rule": LABELS[rule], "p": p, "seed": seed,
+                             "error": float(best[j]),
+                             "theory": float(min(theory_error(rule, p, d / n, lam=lam, **_geo_kw(SELF))
+                                                 for lam in LAM_GRID))})
+    return theory, sims
+
+
+def phase_table(rho: float = 0.999, rho_star: float = 0.9999, rho_g: float | None = None,
+                lam: float = 1e-2, d: int = 100) -> pd.DataFrame:
+    """The phase diagram in theory: for each keep fraction ``p`` and data size ``n`` (at dimension
+    ``d``), which of full data, keep easy and keep hard has the lowest test error
+    (``data_curation-eq-theory``), and its gain over full data. ``rho_g=None`` takes the oracle's
+    and the generator's errors independent (``rho_g = rho * rho_star``)."""
+    import pandas as pd
+
+    geo = Geometry(rho, rho_star, rho * rho_star if rho_g is None else rho_g)
+    check_int("d", d, 3)
+    ps = np.round(np.arange(0.1, 1.0, 0.1), 2)
+    ns = np.unique(np.round(np.geomspace(d / 2, 500 * d, 13)).astype(int))
+    phi = d / ns
+    full = np.asarray(theory_error("full", 1.0, phi, lam=lam, **_geo_kw(geo)))
+    rows = []
+    for p in ps:
+        ke = np.asarray(theory_error("keep_easy", float(p), phi, lam=lam, **_geo_kw(geo)))
+        kh = np.asarray(theory_error("keep_hard", float(p), phi, lam=lam, **_geo_kw(geo)))
+        errs = np.stack([full, ke, kh])
+        best = errs.argmin(axis=0)
+        for i, n in enumerate(ns):
+            rows.append({"p": float(p), "n": int(n), "rho_star": geo.rho_star,
+                         "best": ("full data", "keep easy", "keep hard")[best[i]],
+                         "error": float(errs[best[i], i]), "full": float(full[i]),
+                         "gain": float(full[i] / errs[best[i], i])})
+    return pd.DataFrame(rows)
+
+
+def _claims(t: dict[str, pd.DataFrame], sz: _Sizes) -> list[Any]:
+    from iclr_lab.core.report import Claim
+
+    f = t["formula"]
+    inside = f[(f["psi"] < 0.8) | (f["psi"] > 1.25)]
+
+    def share(col: str) -> list[float]:
+        ok = (inside[col] - inside["mc"]).abs() <= 0.005 + 3 * inside["se"]
+        return [float(v) for v in ok.groupby(inside["seed"]).mean()]
+
+    ab = t["abundant"]
+
+    def best_ratio(df: pd.DataFrame, rule: str) -> list[float]:
+        out = []
+        for _, g in df.groupby("seed", sort=True):
+            full = g[g["rule"] == "full data"]["error"].min()
+            out.append(float(g[g["rule"] == rule]["error"].min() / full))
+        return out
+
+    sc = t["scarce"]
+    lim, lsim = t["limit_curves"], t["limit_sims"]
+
+    def gap(df: pd.DataFrame, geo: str, better: str, worse: str, col: str = "error") -> pd.Series:
+        g = df[df["geometry"] == geo]
+        idx = [c for c in ("seed", "p") if c in g.columns]
+        a = g[g["rule"] == better].set_index(idx)[col]
+        b = g[g["rule"] == worse].set_index(idx)[col]
+        return a - b
+
+    lim_grid = lim[lim["in_grid"]]
+    strong_gap = float(gap(lim_grid, "generator ≥ oracle", "keep hard", "keep easy").max())
+    weak_gap = float(gap(lim_grid, "weak generator", "keep easy", "keep hard").max())
+    sim_strong = gap(lsim, "generator ≥ oracle", "keep hard", "keep easy").groupby(level=0).max()
+    sim_weak = gap(lsim, "weak generator", "keep easy", "keep hard").groupby(level=0).max()
+
+    c = t["collapse"].pivot_table(index=["seed", "round"], columns="rule", values="error")
+    oracle = COLLAPSE.oracle_error
+    full_rise = [float(v) for v in c["full data"].groupby(level="seed").agg(
+        lambda v: v.iloc[-1] / v.iloc[0])]
+    late = c[c.index.get_level_values("round") >= 3]
+    ah_oracle = [float(v) for v in late["agree + keep hard"].groupby(level="seed").max() / oracle]
+    last = c.groupby(level="seed").tail(1)
+    ah_vs_agree = [float(v) for v in last["agree + keep hard"] / last["agree"]]
+
+    gs = t["grid_sims"]
+    self_ratio = []
+    for n in sorted(gs["n"].unique()):
+        th = gs[(gs["n"] == n) & (gs["seed"] == gs["seed"].min())]
+        self_ratio.append(float(th[th["rule"] != "full data"]["theory"].min()
+                                / th[th["rule"] == "full data"]["theory"].iloc[0]))
+    return [
+        Claim.over_seeds(
+            "formula_agrees",
+            "The closed form agrees with Monte Carlo within 0.005 + 3 SE in at least 90% of the "
+            "cells (share of cells; cells with kept samples within a factor 1.25 of d left out)",
+            share("theory"), 0.9, ">=", kind="derivation", source="pilot",
+            paper="the paper's Theorems 1 and 3 give the limit; this closed form is derived here"),
+        Claim.over_seeds(
+            "formula_bug_fails",
+            "The same check fails for the formula with the ridge normalised by the kept count "
+            "(lam instead of lam/p): its share of agreeing cells is below 90%",
+            share("theory_bug"), 0.9, "<", kind="derivation", source="pilot"),
+        Claim.over_seeds(
+            "less_is_more",
+            "Strong generator, abundant data (n = 50 d): the best keep-hard error is at most 0.6x "
+            "full data's, both tuned over the same ridge grid (ratio)",
+            best_ratio(ab, "keep hard"), 0.6, "<=", source="pilot",
+            paper="less is more only with abundant data and a strong generator (synthetic grid)"),
+        Claim.over_seeds(
+            "scarce_more_is_more",
+            "Scarce data (n = d, lam = 0.1): keep hard is worse than full data at every p <= 0.7 "
+            "(smallest ratio of keep hard's error to full data's; must exceed 1)",
+            [float(g[g["rule"] == "keep hard"]["error"].min()
+                   / g[g["rule"] == "full data"]["error"].iloc[0]) for _, g in sc.groupby("seed")],
+            1.0, ">", paper="with scarce data, more is more"),
+        Claim("thm2_strong_limit",
+              "Theorem 2, generator at least as good as the oracle (rho = 0.9999, rho* = 0.999): in "
+              "the limit keep hard beats keep easy at every p of the grid (largest F_KH - F_KE)",
+              strong_gap, 0.0, "<", kind="theorem"),
+        Claim("thm2_weak_limit",
+              "Theorem 2, weak generator (rho = 0.8, rho* = 0.999): in the limit keep easy beats "
+              "keep hard at every p of the grid (largest F_KE - F_KH)",
+              weak_gap, 0.0, "<", kind="theorem"),
+        Claim.over_seeds(
+            "thm2_strong_sim",
+            "Theorem 2 simulated at d/n = 0.005, generator >= oracle: keep hard beats keep easy at "
+            "every p of the grid (largest error difference KH - KE)",
+            [float(v) for v in sim_strong], 0.0, "<", kind="theorem"),
+        Claim.over_seeds(
+            "thm2_weak_sim",
+            "Theorem 2 simulated at d/n = 0.005, weak generator: keep easy beats keep hard at every "
+            "p of the grid (largest error difference KE - KH)",
+            [float(v) for v in sim_weak], 0.0, "<", kind="theorem"),
+        Claim.over_seeds(
+            "collapse_full",
+            f"Self-training on full data collapses: error at round {sz.rounds} over round 1 is at "
+            "least 1.5", full_rise, 1.5, ">=", source="pilot",
+            paper="iterative retraining on full data degrades round after round"),
+        Claim.over_seeds(
+            "collapse_curated",
+            "Agree + keep hard stays within 1.3x the oracle's own error at every round >= 3 "
+            "(largest ratio)", ah_oracle, 1.3, "<=", source="pilot",
+            paper="curating with an oracle (keep hard and correct) stabilises self-training"),
+        Claim.over_seeds(
+            "collapse_hard_vs_agree",
+            f"At round {sz.rounds}, agree + keep hard is at most 0.9x agree alone (ratio)",
+            ah_vs_agree, 0.9, "<=", source="pilot"),
+        Claim("self_curation_full_best",
+              "Weak generator curating with itself (rho_g = 1): keeping everything is optimal at "
+              "n = d and n = 50 d, every rule tuned over the ridge grid (smallest ratio of a pruned "
+              "rule's error to full data's, theory; must be at least 1)",
+              min(self_ratio), 1.0, ">=", expected=False, kind="theorem",
+              paper="p = 1 is optimal in the three quadrants other than strong generator + abundant data"),
+    ]
+
+
+def reproduce(scale: str = "book", seed: int = 0) -> Report:
+    """Run the chapter's experiments on seeds ``seed .. seed + seeds - 1`` and return the Report.
+
+    Tables: ``formula`` (closed form against Monte Carlo), ``abundant`` and ``scarce`` (keep hard
+    and keep easy against full data, all tuned over one ridge grid), ``limit_curves`` and
+    ``limit_sims`` (Theorem 2), ``collapse`` (self-training), ``grid_theory`` and ``grid_sims`` (the
+    2x2 grid) and ``phase`` (the phase diagram for several oracles).
+    """
+    import pandas as pd
+
+    from iclr_lab.core.report import Report, timed
+    from iclr_lab.core.scales import pick, seed_everything
+
+    sz = pick(SIZES, scale)
+    seed_everything(seed)
+    seeds = [seed + k for k in range(sz.seeds)]
+    with timed() as elapsed:
+        curves, lsims = _limit(sz, seeds)
+        gtheory, gsims = _grid(sz, seeds)
+        tables = {
+            "formula": pd.DataFrame(_formula(sz, seeds)),
+            "abundant": pd.DataFrame(_abundant(sz, seeds, sz.n_big, LAM_GRID, sz.sims, 2)),
+            "scarce": pd.DataFrame(_abundant(sz, seeds, sz.d, [0.1], sz.scarce_sims, 4)),
+            "limit_curves": pd.DataFrame(curves), "limit_sims": pd.DataFrame(lsims),
+            "collapse": pd.DataFrame(_collapse(sz, seeds)),
+            "grid_theory": pd.DataFrame(gtheory), "grid_sims": pd.DataFrame(gsims),
+            "phase": pd.concat([phase_table(rho_star=rs) for rs in (0.99, 0.999, 0.9999, 0.99999)],
+                               ignore_index=True),
+        }
+    return Report(slug="data_curation", scale=scale, seed=seed, tables=tables,
+                  claims=_claims(tables, sz), seconds=elapsed(), chart_builder=charts)
+
+
+# ----------------------------------------------------------------------------------------------
+# Charts, glued numbers and the explorer
+# ----------------------------------------------------------------------------------------------
+
+
+def phase_chart(table: pd.DataFrame, *, slider: bool = False, title: str = "") -> alt.TopLevelMixin:
+    """The phase diagram of :func:`phase_table` as a heatmap: keep fraction ``p`` across, data size
+    ``n`` up, coloured by the best rule (paler where its gain over full data is small). With
+    ``slider=True`` and several oracles in ``table``, a slider on the page picks the oracle."""
+    import altair as alt
+
+    from iclr_lab.core.charts import palette
+
+    data = table.assign(gain_pct=100 * (table["gain"] - 1))
+    order = ["full data", "keep easy", "keep hard"]
+    base = alt.Chart(data)
+    enc = {
+        "x": alt.X("p:O", title="keep fraction p", axis=alt.Axis(labelAngle=0)),
+        "y": alt.Y("n:O", title="data size n (d = 100)", sort="descending"),
+        "color": alt.Color("best:N", title="best rule", scale=palette(order, colors=COLORS)),
+        "opacity": alt.Opacity("gain_pct:Q", title="gain over full data (%)",
+                               scale=alt.Scale(domain=[0, 30], range=[0.35, 1.0], clamp=True)),
+        "tooltip": ["p", "n", "best", alt.Tooltip("error:Q", format=".4f"),
+                    alt.Tooltip("full:Q", format=".4f", title="full data"),
+                    alt.Tooltip("gain:Q", format=".3f")],
+    }
+    chart = base.mark_rect().encode(**enc).properties(width=300, height=260, title=title)
+    if not slider:
+        return chart
+    values = sorted(data["rho_star"].unique())
+    data["grid_point"] = data["rho_star"].map({v: i for i, v in enumerate(values)})
+    param = alt.param(name="oracle_param", value=len(values) // 2, bind=alt.binding_range(
+        min=0, max=len(values) - 1, step=1, name="oracle ρ* (grid point) "))
+    heat = alt.Chart(data).mark_rect().encode(**enc).transform_filter(
+        alt.datum.grid_point == param)
+    labels = pd_frame({"grid_point": list(range(len(values))),
+                       "label": [f"ρ* = {v:g}" for v in values]})
+    text = alt.Chart(labels).transform_filter(alt.datum.grid_point == param).mark_text(
+        align="left", baseline="bottom", fontSize=13, fontWeight="bold").encode(
+        x=alt.value(0), y=alt.value(-6), text="label:N")
+    return alt.layer(heat, text).add_params(param).properties(width=300, height=260, title=title)
+
+
+def pd_frame(data: dict[str, list[Any]]) -> pd.DataFrame:
+    """A DataFrame from columns (pandas imported lazily)."""
+    import pandas as pd
+
+    return pd.DataFrame(data)
+
+
+def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
+    """The chapter's charts: ``formula``, ``less_is_more``, ``limit``, ``collapse``, ``grid`` and
+    ``phase``."""
+    import altair as alt
+
+    from iclr_lab.core.charts import curves, recolor, reference_line
+
+    t = report.tables
+    out: dict[str, alt.TopLevelMixin] = {}
+
+    # closed form (lines) against Monte Carlo (points: mean over seeds, bars: +- 2 SE)
+    f = t["formula"]
+    f = f[f["rule"].isin(["keep easy", "keep hard", "agree + keep hard"])]
+    panels = []
+    for (geo, n), g in f.groupby(["geometry", "n"], sort=False):
+        if n == min(f["n"]):
+            continue
+        mc = g.groupby(["rule", "p"], as_index=False).agg(mc=("mc", "mean"), se=("se", "mean"),
+                                                          theory=("theory", "first"))
+        mc["lo"], mc["hi"] = mc["mc"] - 2 * mc["se"], mc["mc"] + 2 * mc["se"]
+        x = alt.X("p:Q", title="keep fraction p")
+        col = alt.Color("rule:N", title="rule")
+        line = alt.Chart(mc).mark_line().encode(x=x, y=alt.Y("theory:Q", title="test error",
+                                                            scale=alt.Scale(zero=False)), color=col)
+        pts = alt.Chart(mc).mark_point(filled=True, size=40).encode(
+            x=x, y="mc:Q", color=col, tooltip=["rule", "p", alt.Tooltip("mc:Q", format=".4f"),
+                                               alt.Tooltip("theory:Q", format=".4f")])
+        bars = alt.Chart(mc).mark_rule().encode(x=x, y="lo:Q", y2="hi:Q", color=col)
+        panels.append(alt.layer(line, bars, pts).properties(
+            width=210, height=200, title=f"{geo} generator, n = {n:,}"))
+    out["formula"] = recolor(alt.hconcat(*panels).resolve_scale(y="independent"), COLORS)
+
+    # less is more: abundant against scarce data; each rule at its best ridge
+    panels = []
+    for key, title in (("abundant", "abundant data (n = 50 d)"), ("scarce", "scarce data (n = d)")):
+        df = t[key]
+        best = df.groupby(["rule", "p", "seed"], as_index=False)["error"].min()
+        full = float(best[best["rule"] == "full data"]["error"].median())
+        ch = curves(best[best["rule"] != "full data"], x="p", y="error", color="rule",
+                    highlight="keep hard", colors=COLORS, center="median", x_title="keep fraction p",
+                    y_title="test error (median over seeds)", title=title)
+        panels.append((ch + reference_line(full, label="full data")).properties(width=280, height=230))
+    out["less_is_more"] = alt.hconcat(*panels)
+
+    # Theorem 2's limit
+    lim = t["limit_curves"]
+    panels = []
+    for geo, g in lim.groupby("geometry", sort=False):
+        ch = alt.Chart(g).mark_line(point=alt.OverlayMarkDef(size=14)).encode(
+            x=alt.X("p:Q", title="keep fraction p"),
+            y=alt.Y("error:Q", title="limit test error F", scale=alt.Scale(zero=False)),
+            color=alt.Color("rule:N", title="rule"),
+            tooltip=["rule", "p", alt.Tooltip("error:Q", format=".5f")])
+        panels.append(ch.properties(width=190, height=200, title=geo))
+    out["limit"] = recolor(alt.hconcat(*panels).resolve_scale(y="independent"), COLORS)
+
+    # self-training
+    c = t["collapse"]
+    out["collapse"] = (curves(c, x="round", y="error", color="rule", highlight="agree + keep hard",
+                              colors=COLORS, center="median", x_title="self-training round",
+                              y_title="test error (median over seeds)")
+                       + reference_line(COLLAPSE.oracle_error, label="oracle's own error"))
+
+    # the 2x2 grid in theory
+    gt = t["grid_theory"]
+    panels = []
+    for geo, g in gt.groupby("generator", sort=False):
+        ch = alt.Chart(g).mark_line().encode(
+            x=alt.X("n:Q", scale=alt.Scale(type="log", nice=False), title="data size n (d = 100)"),
+            y=alt.Y("error:Q", scale=alt.Scale(type="log", nice=False), title="test error (theory)"),
+            color=alt.Color("rule:N", title="rule"),
+            strokeDash=alt.StrokeDash("p:N", title="keep fraction p"),
+            tooltip=["series", "n", alt.Tooltip("error:Q", format=".4f")])
+        panels.append(ch.properties(width=250, height=220, title=geo))
+    out["grid"] = recolor(alt.hconcat(*panels).resolve_scale(y="independent"), COLORS,
+                          field="rule")
+    out["phase"] = phase_chart(t["phase"], slider=True,
+                               title="Best rule (strong generator ρ = 0.999)")
+    return out
+
+
+def numbers(report: Report) -> dict[str, Any]:
+    """Numbers the chapter's prose quotes, computed from the report's tables (glue them)."""
+    t = report.tables
+    out: dict[str, Any] = {}
+    ab = t["abundant"].groupby(["rule", "p", "seed"], as_index=False)["error"].min()
+    med = ab.groupby(["rule", "p"])["error"].median()
+    out["full_big"] = float(med.loc["full data"].iloc[0])
+    kh = med.loc["keep hard"]
+    out["kh_big"], out["kh_big_p"] = float(kh.min()), float(kh.idxmin())
+    ke = med.loc["keep easy"]
+    out["ke_big"], out["ke_big_p"] = float(ke.min()), float(ke.idxmin())
+    ab_full = t["abundant"][t["abundant"]["rule"] == "full data"]
+    by_lam = ab_full.groupby("lam")["error"].median()
+    out["full_big_lam"] = float(by_lam.index.to_numpy()[by_lam.to_numpy().argmin()])
+    sc = t["scarce"].groupby(["rule", "p"])["error"].median()
+    out["full_small"] = float(sc.loc["full data"].iloc[0])
+    out["kh_small"] = float(sc.loc["keep hard"].min())
+    out["ke_small"], out["ke_small_p"] = float(sc.loc["keep easy"].min()), float(sc.loc["keep easy"].idxmin())
+    lim = t["limit_curves"].set_index(["geometry", "rule", "p"])["error"]
+    out["spec_strong_ke"] = float(lim.loc[("oracle > generator", "keep easy", 0.3)])
+    out["spec_strong_kh"] = float(lim.loc[("oracle > generator", "keep hard", 0.3)])
+    out["weak_flip_kh"] = float(lim.loc[("weak generator", "keep hard", 0.9)])
+    out["weak_flip_ke"] = float(lim.loc[("weak generator", "keep easy", 0.9)])
+    out["gen_strong_err"] = STRONG_GEN.generator_error
+    out["oracle_strong_err"] = STRONG_GEN.oracle_error
+    c = t["collapse"].groupby(["rule", "round"])["error"].median()
+    last = int(t["collapse"]["round"].max())
+    for key, rule in (("full", "full data"), ("agree", "agree"), ("kh", "keep hard"),
+                      ("ah", "agree + keep hard")):
+        out[f"collapse_{key}_1"] = float(c.loc[(rule, 1)])
+        out[f"collapse_{key}_last"] = float(c.loc[(rule, last)])
+    out["collapse_rounds"] = last
+    out["collapse_oracle"] = COLLAPSE.oracle_error
+    out["collapse_rho_g"] = COLLAPSE.rho_g
+    late = t["collapse"][t["collapse"]["round"] >= 3]
+    per = late.groupby(["rule", "seed"])["error"].max() / COLLAPSE.oracle_error
+    out["agree_oracle_ratio"] = float(per.loc["agree"].median())
+    gs = t["grid_sims"]
+    g0 = gs[gs["seed"] == gs["seed"].min()]
+    for n in sorted(gs["n"].unique()):
+        tag = "small" if n == min(gs["n"]) else "big"
+        g = g0[g0["n"] == n]
+        best = g[g["rule"] != "full data"].sort_values("theory").iloc[0]
+        out[f"self_{tag}_full_theory"] = float(g[g["rule"] == "full data"]["theory"].iloc[0])
+        out[f"self_{tag}_best_theory"] = float(best["theory"])
+        out[f"self_{tag}_best_rule"] = f"{best['rule']} at p = {best['p']:g}"
+        sims = gs[gs["n"] == n].groupby(["rule", "p"])["error"].median()
+        out[f"self_{tag}_full_mc"] = float(sims.loc[("full data", 1.0)])
+        out[f"self_{tag}_best_mc"] = float(sims.loc[(best["rule"], best["p"])])
+    f = t["formula"]
+    out["formula_cells"] = int(len(f[(f["psi"] < 0.8) | (f["psi"] > 1.25)]) // f["seed"].nunique())
+    out["formula_left_out"] = int(len(f[(f["psi"] >= 0.8) & (f["psi"] <= 1.25)]) // f["seed"].nunique())
+    out["seeds"] = int(f["seed"].nunique())
+    return out
+
+
+def _explore(rho: float, rho_star: float, lam: float) -> alt.TopLevelMixin:
+    return phase_chart(phase_table(rho=rho, rho_star=rho_star, lam=lam),
+                       title=f"Best rule (ρ = {rho:.4g}, ρ* = {rho_star:.4g}, λ = {lam:.2g})")
+
+
+def explorer() -> Any:
+    """The phase diagram of :func:`phase_table` with sliders for the generator's and the oracle's
+    quality and the ridge (their errors independent, ``rho_g = rho * rho_star``)."""
+    from iclr_lab.core.widgets import explorer as make
+    from iclr_lab.core.widgets import log_slider, slider
+
+    return make(_explore,
+                rho=slider("generator ρ", 0.999, 0.8, 0.9999, 0.0001),
+                rho_star=slider("oracle ρ*", 0.9999, 0.8, 0.9999, 0.0001),
+                lam=log_slider("ridge λ", 1e-2, 1e-3, 1.0))
