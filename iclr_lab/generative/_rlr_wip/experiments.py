@@ -1,0 +1,443 @@
+"""The RLR chapter's experiments: ``reproduce()``, its claims, charts and explorer.
+
+* Experiment A: every estimator's bias and variance at the pretrained model, against the exact
+  gradient ``g*`` (the mean of many full-backprop gradients);
+* Experiment B: fine-tuning the shared adapter towards one mode with each estimator, every method's
+  learning rate picked from the same grid on a held-out seed, five seeds run side by side.
+
+Every chart colours an estimator the same way (:data:`COLORS`).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from iclr_lab.core.progress import progress
+from iclr_lab.core.report import Claim, Report, timed
+from iclr_lab.core.scales import pick, seed_everything
+from iclr_lab.core.validation import check_int
+from iclr_lab.generative._rlr_wip.diffusion import TinyDiffusion, pretrain, target_reward
+from iclr_lab.generative._rlr_wip.estimators import estimate_gradient, finetune, step_terms
+
+if TYPE_CHECKING:
+    import altair as alt
+
+__all__ = ["COLORS", "GRAD_TARGET", "LR_GRID", "TUNE_TARGET", "bias_variance", "charts",
+           "explorer", "explorer_chart", "numbers", "reproduce"]
+
+#: the reward of Experiment A pulls samples towards this point (between two modes)
+GRAD_TARGET = (2.0, 0.5)
+#: the reward of Experiment B pulls samples towards this mode; the other three must be re-routed
+TUNE_TARGET = (-2.0, 0.0)
+#: Adam learning rates every fine-tuning method chooses from, on a held-out seed
+LR_GRID = (0.01, 0.03, 0.1)
+Y_CAP = 2.0  # the bias-variance chart's y-axis ends here (RLR with ZO's error bar goes far beyond)
+HELD_OUT = 1000  # the tuning seed is seed + HELD_OUT, never one of the evaluation seeds
+
+FULL = "full backprop"
+TRUNC = "truncated K"  # + the K
+DDPO = "DDPO (LR)"
+RLR = "RLR, no ZO (h = 2)"
+RLR_ZO = "RLR with ZO (h = 2)"
+RLR_CODE = "RLR, code recipe"
+TRUNC1 = "truncated K = 1"
+#: one colour per estimator across the chapter (RLR's variants warm, the baselines muted)
+COLORS = {RLR: "#d62728", RLR_ZO: "#ff7f0e", RLR_CODE: "#9e0142", DDPO: "#4c78a8",
+          FULL: "#72a17b", TRUNC1: "#8c8c8c", "truncated K = 2": "#a48cb5",
+          "truncated K = 5": "#b7a16a", "truncated K = 10": "#5b6770"}
+TRUNC_KS = (1, 2, 5, 10)
+#: fine-tuned methods and the estimator settings each uses
+TUNED: dict[str, tuple[str, dict[str, Any]]] = {FULL: ("full_bp", {}), TRUNC1: ("truncated", {"K": 1}), DDPO: ("ddpo", {}),
+         RLR: ("rlr", {"h": 2})}
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    pretrain_steps: int
+    n_ref: int          # full-backprop trajectories for g*
+    n_main: int         # trajectories for DDPO and RLR (the unbiasedness claims)
+    n_other: int        # trajectories for the other estimators
+    n_zo: int           # trajectories for RLR with zeroth-order terms (a (T, n, d) perturbation)
+    tune_steps: int
+    runs: int
+    snapshot_every: int
+
+
+SIZES = {
+    "smoke": _Sizes(pretrain_steps=150, n_ref=2048, n_main=2048, n_other=512, n_zo=256, tune_steps=6,
+                    runs=2, snapshot_every=3),
+    "book": _Sizes(pretrain_steps=1500, n_ref=40_000, n_main=40_000, n_other=8192, n_zo=4096,
+                   tune_steps=150, runs=5, snapshot_every=15),
+    "paper": _Sizes(pretrain_steps=4000, n_ref=200_000, n_main=200_000, n_other=40_000, n_zo=16_384,
+                    tune_steps=300, runs=10, snapshot_every=30),
+}
+
+
+def _stats(G: torch.Tensor, ref: torch.Tensor) -> dict[str, float]:
+    """Relative bias, its 3-SE half-width, the cosine between the mean and ``g*``, and the variance
+    of the per-sample estimates ``G`` against
+    the per-sample full-backprop gradients ``ref`` (independent draws; ``rlr-eq-test``)."""
+    g_star = ref.mean(0)
+    norm = float(g_star.norm())
+    diff = float((G.mean(0) - g_star).norm())
+    se = float((G.var(0).sum() / len(G) + ref.var(0).sum() / len(ref)).sqrt())
+    mean = G.mean(0)
+    cosine = float(mean @ g_star) / max(float(mean.norm()) * norm, 1e-30)
+    return {"rel_bias": diff / norm, "half_width": 3 * se / norm, "z": diff / se, "cosine": cosine,
+            "rel_var": float(G.var(0).sum()) / norm**2, "n": len(G)}
+
+
+def bias_variance(model: TinyDiffusion, *, n_ref: int, n_main: int, n_other: int, n_zo: int,
+                  seed: int = 0, ks: tuple[int, ...] = TRUNC_KS, h: int = 2) -> pd.DataFrame:
+    """Experiment A: one row per estimator with its relative bias, the 3-SE half-width of that
+    bias, ``z = ||mean - g*|| / SE``, the relative variance ``tr Cov / ||g*||^2`` of one
+    trajectory's estimate, the cosine between its mean and ``g*``, and the number of steps whose
+    graph it keeps at once."""
+    reward = target_reward(GRAD_TARGET)
+    gen = torch.Generator().manual_seed(seed)
+    T = model.steps
+    ref = estimate_gradient("full_bp", model, reward, n_ref, gen=gen)
+    plan: list[tuple[str, str, dict[str, Any], int, int]] = [
+        (FULL, "full_bp", {}, n_other, T),
+        *[(f"{TRUNC} = {k}", "truncated", {"K": k}, n_other, k) for k in ks],
+        (DDPO, "ddpo", {}, n_main, 1),
+        (RLR, "rlr", {"h": h}, n_main, h),
+        (RLR_ZO, "rlr", {"h": h, "zo": True}, n_zo, h),
+        (RLR_CODE, "rlr_code", {"chain_len": 2}, n_other, 1),
+    ]
+    rows = []
+    for label, method, kw, n, graph in progress(plan, desc="estimators"):
+        G = estimate_gradient(method, model, reward, n, gen=gen, **kw)
+        rows.append({"estimator": label, **_stats(G, ref), "graph_steps": graph})
+        del G
+    return pd.DataFrame(rows)
+
+
+def _step_variance(model: TinyDiffusion, n: int, seed: int) -> tuple[pd.DataFrame, float]:
+    """FO and LR variance of the credit of single steps, and the largest relative gap between the
+    half-order term with ``h = 1`` and the DDPO term written out (``lr_step_closed_form``)."""
+    reward = target_reward(GRAD_TARGET)
+    gen = torch.Generator().manual_seed(seed + 1)
+    T = model.steps
+    rows, gap = [], 0.0
+    for step in sorted({1, 2, 5, T // 2, T}):
+        terms = step_terms(model, reward, n, step, gen=gen)
+        for kind in ("fo", "lr"):
+            rows.append({"step": step, "estimator": "FO (pathwise)" if kind == "fo" else "LR (DDPO)",
+                         "variance": float(terms[kind].var(0).sum())})
+        scale = float(terms["closed_form"].abs().max())
+        gap = max(gap, float((terms["ho"] - terms["closed_form"]).abs().max()) / scale)
+    return pd.DataFrame(rows), gap
+
+
+@functools.lru_cache(maxsize=4)
+def _pretrained(steps: int, seed: int) -> TinyDiffusion:
+    model = TinyDiffusion(seed=seed)
+    pretrain(model, steps=steps, seed=seed)
+    return model
+
+
+def reproduce(scale: str = "book", seed: int = 0) -> Report:
+    """Run Experiments A and B at ``scale`` and return the report.
+
+    Experiment A uses one pretrained model (seed ``seed``); Experiment B runs seeds
+    ``seed, ..., seed + runs - 1`` side by side after picking each method's learning rate from
+    :data:`LR_GRID` on seed ``seed + 1000``.
+    """
+    size = pick(SIZES, scale)
+    seed = check_int("seed", seed, 0, 2**31)
+    seed_everything(seed)
+    with timed() as clock:
+        model = TinyDiffusion(seed=seed)
+        losses = pretrain(model, steps=size.pretrain_steps, seed=seed)
+        est = bias_variance(model, n_ref=size.n_ref, n_main=size.n_main, n_other=size.n_other,
+                            n_zo=size.n_zo, seed=seed)
+        steps_df, h1_gap = _step_variance(model, size.n_other, seed)
+        reward = target_reward(TUNE_TARGET)
+        tuning, logs, clouds = [], [], []
+        snaps = tuple(range(0, size.tune_steps + 1, size.snapshot_every))
+        for label, (method, kw) in progress(TUNED.items(), desc="fine-tuning"):
+            log, _ = finetune(method, model, reward, steps=size.tune_steps, lr=LR_GRID,
+                              seed=seed + HELD_OUT, target=TUNE_TARGET,
+                              eval_every=size.tune_steps, **kw)
+            final = log[log.step == size.tune_steps]
+            tuning.append(final.assign(method=label)[["method", "lr", "fraction"]])
+            best = float(final.sort_values(["fraction", "lr"], ascending=[False, True]).lr.iloc[0])
+            log, cl = finetune(method, model, reward, steps=size.tune_steps, lr=best, runs=size.runs,
+                               seed=seed, target=TUNE_TARGET, eval_every=size.snapshot_every,
+                               snapshots=snaps, **kw)
+            logs.append(log.assign(method=label, seed=seed + log.run))
+            for k, pts in cl.items():
+                clouds.append(pd.DataFrame({"method": label, "step": k, "x": pts[:, 0], "y": pts[:, 1]}))
+    tables = {
+        "estimators": est,
+        "step_variance": steps_df,
+        "tuning": pd.concat(tuning, ignore_index=True),
+        "finetune": pd.concat(logs, ignore_index=True)[["method", "seed", "lr", "step", "reward",
+                                                         "fraction"]],
+        "clouds": pd.concat(clouds, ignore_index=True),
+        "pretrain": pd.DataFrame({"step": np.arange(len(losses)), "loss": losses}).iloc[::25],
+    }
+    return Report("rlr", scale, seed, tables, _claims(tables, h1_gap, size), seconds=clock(),
+                  chart_builder=charts)
+
+
+def _rows(df: pd.DataFrame, key: str) -> dict[str, dict[str, Any]]:
+    """``{df[key]: {column: value}}``: one dict per row of a table with unique ``key`` values."""
+    return {str(k): {str(c): x for c, x in v.items()}
+            for k, v in df.set_index(key).to_dict("index").items()}
+
+
+def _claims(t: dict[str, pd.DataFrame], h1_gap: float, size: _Sizes) -> list[Claim]:
+    est = _rows(t["estimators"], "estimator")
+    sv = t["step_variance"]
+    last = _rows(sv[sv.step == 1], "estimator")
+    fin = t["finetune"]
+    fin = fin[fin.step == fin.step.max()].pivot(index="seed", columns="method", values="fraction")
+    biases = [float(est[f"{TRUNC} = {k}"]["rel_bias"]) for k in TRUNC_KS]
+    steps_up = max(b - a for a, b in zip(biases, biases[1:], strict=False))
+    return [
+        Claim.over_seeds(
+            "variance_rlr_vs_ddpo",
+            "RLR as the paper defines it (FO on the last step, HO(2) on a random sub-chain, ZO on every "
+            "other step) has a smaller per-trajectory variance than DDPO's likelihood ratio: "
+            "tr Cov(RLR) / tr Cov(DDPO) < 1",
+            [est[RLR_ZO]["rel_var"] / est[DDPO]["rel_var"]], 1.0, "<",
+            paper="RLR has lower variance than RL (DDPO); stated in words, no number in the sources read",
+            expected=False, kind="paper", source="paper"),
+        Claim.over_seeds(
+            "finetune_rlr_vs_ddpo",
+            f"After {size.tune_steps} fine-tuning steps RLR (no ZO, h = 2) puts at least as many samples "
+            "in the target mode as DDPO: median over seeds of the paired difference >= 0",
+            list(fin[RLR] - fin[DDPO]), 0.0, ">=",
+            paper="Table 2: RLR above DDPO on every reward (e.g. aesthetic 6.65 vs 5.52)",
+            expected=False, kind="paper", source="prior"),
+        Claim.over_seeds(
+            "finetune_rlr_vs_trunc1",
+            f"After {size.tune_steps} steps RLR (no ZO, h = 2) puts more samples in the target mode than "
+            "truncated backprop with K = 1: median paired difference > 0",
+            list(fin[RLR] - fin[TRUNC1]), 0.0, ">",
+            paper="Table 5: full RLR above 'w/o HO & ZO' (one-step truncated backprop), e.g. "
+                  "aesthetic 6.65 vs 5.78",
+            expected=False, kind="paper", source="prior"),
+        Claim("unbiased_ddpo",
+              "DDPO's mean gradient is within 3 standard errors of the exact gradient g*: "
+              "||mean - g*|| / SE <= 3 (SE includes g*'s own)",
+              float(est[DDPO]["z"]), 3.0, "<=", kind="theorem", source="prior"),
+        Claim("unbiased_rlr",
+              "RLR without ZO (FO + HO(2) + LR elsewhere) is within 3 standard errors of g*: "
+              "||mean - g*|| / SE <= 3",
+              float(est[RLR]["z"]), 3.0, "<=", kind="theorem", source="prior"),
+        Claim("unbiased_resolution",
+              "the unbiasedness test has teeth: its 3-SE half-width is at most 0.1 ||g*|| for DDPO "
+              "and RLR (the larger of the two)",
+              float(max(est[DDPO]["half_width"], est[RLR]["half_width"])), 0.1, "<=",
+              kind="theorem", source="prior"),
+        Claim("truncation_bias",
+              "truncated backprop through the last step only (K = 1) is biased: relative bias >= 0.5",
+              biases[0], 0.5, ">=", kind="theorem", source="pilot"),
+        Claim("truncation_decreasing",
+              "the relative bias of truncated backprop decreases with K = 1, 2, 5, 10: the largest "
+              "increase between consecutive K is < 0",
+              steps_up, 0.0, "<", kind="theorem", source="pilot"),
+        Claim("last_step_fo",
+              "on the last step the pathwise (FO) estimate has at most 0.01 times the variance of "
+              "the likelihood ratio",
+              float(last["FO (pathwise)"]["variance"] / last["LR (DDPO)"]["variance"]), 0.01, "<=", kind="theorem",
+              source="prior"),
+        Claim("variance_rlr_nozo",
+              "RLR without ZO has a smaller variance than DDPO (its last step is pathwise): "
+              "tr Cov(RLR, no ZO) / tr Cov(DDPO) < 1",
+              float(est[RLR]["rel_var"] / est[DDPO]["rel_var"]), 1.0, "<",
+              expected=False, kind="derivation", source="prior"),
+        Claim("h1_is_ddpo",
+              "the half-order term with h = 1 equals the DDPO term written out in closed form, sample "
+              "by sample: largest relative gap <= 1e-5",
+              h1_gap, 1e-5, "<=", kind="sanity", source="prior"),
+    ]
+
+
+def numbers(report: Report) -> dict[str, float]:
+    """Numbers the chapter's prose quotes that are not a claim's value, from ``report.tables``
+    (medians over seeds where there are seeds)."""
+    t = report.tables
+    est = _rows(t["estimators"], "estimator")
+    fin = t["finetune"]
+    last = fin[fin.step == fin.step.max()]
+    med = last.groupby("method").fraction.median()
+    lo = last.groupby("method").fraction.min()
+    hi = last.groupby("method").fraction.max()
+    start = float(fin[fin.step == 0].fraction.median())
+    tun = t["tuning"]
+    best = {m: float(g.sort_values(["fraction", "lr"], ascending=[False, True]).lr.iloc[0])
+            for m, g in tun.groupby("method")}
+    sv = t["step_variance"].set_index(["step", "estimator"]).variance
+    out: dict[str, float] = {
+        "frac_start": start,
+        "zo_half_width": float(est[RLR_ZO]["half_width"]),
+        "zo_rel_var": float(est[RLR_ZO]["rel_var"]),
+        "zo_bias": float(est[RLR_ZO]["rel_bias"]),
+        "ddpo_rel_var": float(est[DDPO]["rel_var"]),
+        "rlr_rel_var": float(est[RLR]["rel_var"]),
+        "full_rel_var": float(est[FULL]["rel_var"]),
+        "code_rel_var": float(est[RLR_CODE]["rel_var"]),
+        "code_z": float(est[RLR_CODE]["z"]),
+        "code_half_width": float(est[RLR_CODE]["half_width"]),
+        "ddpo_bias": float(est[DDPO]["rel_bias"]),
+        "rlr_bias": float(est[RLR]["rel_bias"]),
+        "full_z": float(est[FULL]["z"]),
+        "full_half_width": float(est[FULL]["half_width"]),
+        "ddpo_half_width": float(est[DDPO]["half_width"]),
+        "rlr_half_width": float(est[RLR]["half_width"]),
+        "fo_last_var": float(sv[(1, "FO (pathwise)")]),
+        "lr_last_var": float(sv[(1, "LR (DDPO)")]),
+        "n_main": float(est[DDPO]["n"]),
+    }
+    for K in TRUNC_KS:
+        out[f"trunc{K}_bias"] = float(est[f"{TRUNC} = {K}"]["rel_bias"])
+    keys = {FULL: "full", TRUNC1: "trunc1", DDPO: "ddpo", RLR: "rlr"}
+    for m, k in keys.items():
+        out[f"frac_{k}"] = float(med[m])
+        out[f"frac_{k}_lo"] = float(lo[m])
+        out[f"frac_{k}_hi"] = float(hi[m])
+        out[f"lr_{k}"] = best[m]
+    return out
+
+
+def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
+    """The chapter's charts: ``bias_variance`` (Experiment A), ``step_variance`` (FO against LR per
+    step), ``finetune`` (Experiment B, medians over seeds) and ``cloud_slider`` (the samples moving
+    during fine-tuning, with a slider over steps that works on the static page)."""
+    import altair as alt
+
+    from iclr_lab.core.charts import curves, palette
+
+    t = report.tables
+    est = t["estimators"].assign(lo=lambda d: (d.rel_bias - d.half_width).clip(lower=0),
+                                 hi=lambda d: (d.rel_bias + d.half_width).clip(upper=Y_CAP))
+    scale = palette([n for n in COLORS if n in set(est.estimator)], colors=COLORS)
+    x = alt.X("rel_var:Q", scale=alt.Scale(type="log", nice=False),
+              title="relative variance of one trajectory, tr Cov / ‖g*‖²")
+    y = alt.Y("rel_bias:Q", title="relative bias ‖mean − g*‖ / ‖g*‖",
+              scale=alt.Scale(domain=[0, Y_CAP], clamp=True))
+    pts = alt.Chart(est).mark_point(filled=True, size=90).encode(
+        x=x, y=y, color=alt.Color("estimator:N", scale=scale, title="estimator"),
+        tooltip=["estimator", alt.Tooltip("rel_bias:Q", format=".3f"),
+                 alt.Tooltip("half_width:Q", format=".3f"), alt.Tooltip("rel_var:Q", format=".3g"),
+                 alt.Tooltip("cosine:Q", format=".3f"), "n"])
+    bars = alt.Chart(est).mark_rule(strokeWidth=2).encode(
+        x=x, y=alt.Y("lo:Q", scale=alt.Scale(domain=[0, Y_CAP])), y2="hi:Q",
+        color=alt.Color("estimator:N", scale=scale, title="estimator"))
+    bias_variance_chart = alt.layer(pts, bars).properties(
+        width=440, height=260,
+        title=f"Bias against variance at the pretrained model (bars: ±3 SE; axis cut at {Y_CAP:g})")
+
+    sv = t["step_variance"]
+    step_chart = alt.Chart(sv).mark_line(point=True).encode(
+        x=alt.X("step:Q", title="denoising step t (t = 1 is the last)"),
+        y=alt.Y("variance:Q", scale=alt.Scale(type="log", nice=False),
+                title="variance of one trajectory's estimate"),
+        color=alt.Color("estimator:N", title="credit of step t by",
+                        scale=alt.Scale(domain=["FO (pathwise)", "LR (DDPO)"],
+                                        range=["#d62728", "#4c78a8"])),
+        tooltip=["step", "estimator", alt.Tooltip("variance:Q", format=".3g")],
+    ).properties(width=440, height=260, title="Per-step variance: pathwise against likelihood ratio")
+
+    fin = t["finetune"]
+    finetune_chart = curves(fin, x="step", y="fraction", color="method", center="median",
+                            highlight=RLR, colors=COLORS, x_title="fine-tuning step",
+                            y_title="fraction of samples in the target mode", color_title="method",
+                            title="Fine-tuning towards one mode (median over seeds, band min–max)")
+
+    cl = t["clouds"]
+    steps = sorted(cl.step.unique())
+    slider = alt.param(name="cloud_step", value=int(steps[-1]), bind=alt.binding_range(
+        min=int(steps[0]), max=int(steps[-1]), step=int(steps[1] - steps[0]) if len(steps) > 1 else 1,
+        name="fine-tuning step "))
+    target = pd.DataFrame({"x": [TUNE_TARGET[0]], "y": [TUNE_TARGET[1]]})
+    base = alt.Chart().mark_circle(size=14, opacity=0.6).encode(
+        x=alt.X("x:Q", scale=alt.Scale(domain=[-4, 4]), title="x₁"),
+        y=alt.Y("y:Q", scale=alt.Scale(domain=[-4, 4]), title="x₂"),
+        color=alt.Color("method:N", scale=palette(list(TUNED), colors=COLORS), legend=None),
+    ).transform_filter(alt.datum.step == slider)
+    ring = alt.Chart(target).mark_point(size=3000, shape="circle", color="black", strokeDash=[4, 3]
+                                        ).encode(x="x:Q", y="y:Q")
+    cloud_chart = alt.layer(base, ring).properties(width=190, height=190).facet(
+        facet=alt.Facet("method:N", title=None, sort=list(TUNED)), columns=4,
+        data=cl).add_params(slider).properties(
+        title="Samples of the first seed during fine-tuning (dashed ring: target mode)")
+    return {"bias_variance": bias_variance_chart, "step_variance": step_chart,
+            "finetune": finetune_chart, "cloud_slider": cloud_chart}
+
+
+# -- the live explorer ----------------------------------------------------------------------------
+
+EXPLORER_PRETRAIN = 600
+EXPLORER_SAMPLES = 2048
+
+
+def explorer_chart(h: int = 2, K: int = 1, n_samples: int = EXPLORER_SAMPLES) -> alt.TopLevelMixin:
+    """Relative bias (±3 SE) and relative variance of DDPO, RLR without ZO with sub-chain length
+    ``h`` and truncated backprop through ``K`` steps (``rlr-eq-rlr``, ``rlr-eq-trunc``), at a
+    small pretrained model (cached), against ``n_samples`` full-backprop gradients."""
+    import altair as alt
+
+    from iclr_lab.core.charts import palette
+
+    model = _pretrained(EXPLORER_PRETRAIN, 0)
+    h = check_int("h", int(h), 1, model.steps - 1)
+    K = check_int("K", int(K), 1, model.steps)
+    n = check_int("n_samples", int(n_samples), 2)
+    reward = target_reward(GRAD_TARGET)
+    gen = torch.Generator().manual_seed(0)
+    ref = estimate_gradient("full_bp", model, reward, n, gen=gen)
+    rows = []
+    plan: list[tuple[str, str, dict[str, Any]]] = [
+        (DDPO, "ddpo", {}), (f"RLR, no ZO (h = {h})", "rlr", {"h": h}),
+        (f"{TRUNC} = {K}", "truncated", {"K": K})]
+    for label, method, kw in plan:
+        s = _stats(estimate_gradient(method, model, reward, n, gen=gen, **kw), ref)
+        rows.append({"estimator": label, **s})
+    df = pd.DataFrame(rows).assign(lo=lambda d: (d.rel_bias - d.half_width).clip(lower=0),
+                                   hi=lambda d: d.rel_bias + d.half_width)
+    colors = {DDPO: COLORS[DDPO], df.estimator[1]: COLORS[RLR], df.estimator[2]: COLORS[TRUNC1]}
+    scale = palette(list(colors), colors=colors)
+    enc = {"y": alt.Y("estimator:N", title=None, sort=list(colors)),
+           "color": alt.Color("estimator:N", scale=scale, legend=None)}
+    bias = alt.layer(
+        alt.Chart(df).mark_bar().encode(x=alt.X("rel_bias:Q", title="relative bias (rule: ±3 SE)"),
+                                        **enc),
+        alt.Chart(df).mark_rule(color="black").encode(x="lo:Q", x2="hi:Q", y=enc["y"]),
+    ).properties(width=200, height=120)
+    var = alt.Chart(df).mark_bar().encode(
+        x=alt.X("rel_var:Q", scale=alt.Scale(type="log"), title="relative variance (log)"),
+        **enc, tooltip=["estimator", alt.Tooltip("rel_var:Q", format=".3g")]).properties(
+        width=200, height=120)
+    return alt.hconcat(bias, var).properties(
+        title=f"h = {h}, K = {K}: bias and variance at the pretrained model ({n} trajectories)")
+
+
+def explorer() -> Any:
+    """Live explorer: move ``h`` (RLR's sub-chain) and ``K`` (truncation) and see each estimator's
+    bias and variance (:func:`explorer_chart`)."""
+    from ipywidgets import IntSlider
+
+    from iclr_lab.core.widgets import explorer as make
+
+    T = TinyDiffusion().steps
+    style = {"description_width": "initial"}
+    return make(explorer_chart,
+                h=IntSlider(value=2, min=1, max=T - 1, description="RLR sub-chain h",
+                            continuous_update=False, style=style),
+                K=IntSlider(value=1, min=1, max=T, description="truncation K",
+                            continuous_update=False, style=style),
+                n_samples=IntSlider(value=EXPLORER_SAMPLES, min=256, max=8192, step=256,
+                                    description="trajectories", continuous_update=False, style=style))
+
+
