@@ -53,8 +53,8 @@ COLORS = {RLR: "#d62728", RLR_ZO: "#ff7f0e", RLR_CODE: "#9e0142", DDPO: "#4c78a8
           "truncated K = 5": "#b7a16a", "truncated K = 10": "#5b6770"}
 TRUNC_KS = (1, 2, 5, 10)
 #: fine-tuned methods and the estimator settings each uses
-TUNED: dict[str, tuple[str, dict[str, Any]]] = {FULL: ("full_bp", {}), TRUNC1: ("truncated", {"K": 1}), DDPO: ("ddpo", {}),
-         RLR: ("rlr", {"h": 2})}
+TUNED: dict[str, tuple[str, dict[str, Any]]] = {
+    FULL: ("full_bp", {}), TRUNC1: ("truncated", {"K": 1}), DDPO: ("ddpo", {}), RLR: ("rlr", {"h": 2})}
 
 
 @dataclass(frozen=True)
@@ -249,8 +249,8 @@ def _claims(t: dict[str, pd.DataFrame], h1_gap: float, size: _Sizes) -> list[Cla
         Claim("last_step_fo",
               "on the last step the pathwise (FO) estimate has at most 0.01 times the variance of "
               "the likelihood ratio",
-              float(last["FO (pathwise)"]["variance"] / last["LR (DDPO)"]["variance"]), 0.01, "<=", kind="theorem",
-              source="prior"),
+              float(last["FO (pathwise)"]["variance"] / last["LR (DDPO)"]["variance"]), 0.01, "<=",
+              kind="theorem", source="prior"),
         Claim("variance_rlr_nozo",
               "RLR without ZO has a smaller variance than DDPO (its last step is pathwise): "
               "tr Cov(RLR, no ZO) / tr Cov(DDPO) < 1",
