@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from iclr_lab.core.report import Report
-from iclr_lab.recovery._risp_wip import (
+from iclr_lab.recovery.risp import (
     SIZES,
     CauchyPrior,
     Problem,

@@ -321,7 +321,8 @@ def risp(problem: Problem, x0: np.ndarray | None = None, *, step: float | None =
         theta: the damping ``theta`` in ``(0, 1]`` (momentum ``1 - theta``).
         restart: the threshold ``B^2 > 0`` on ``j M``, in summed squared pixel units; ``None``
             never restarts.
-        Others as in :func:`red`.
+
+    The other arguments are as in :func:`red`.
     """
     x, eta, n = _check_common(problem, x0, step, iters)
     th = check_range("theta", theta, 0, 1, low_open=True)

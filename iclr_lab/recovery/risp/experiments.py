@@ -4,7 +4,7 @@ One deblurring problem (``make_problem``: the camera picture, periodic Gaussian 
 Cauchy prior), solved from the observation with the same step ``1/L`` by RED (``risp-eq-red``),
 RISP (``risp-eq-risp``, ``theta = 0.2``, ``B^2 = 100``), heavy ball without restart, and
 Nesterov's method with O'Donoghue and Candes's gradient restart (``risp-eq-nesterov``). Every
-iteration count is fixed in :data:`SIZES` before any run. The seed draws the noise.
+iteration count is fixed in ``SIZES`` before any run. The seed draws the noise.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from iclr_lab.core.validation import check_int, check_range
-from iclr_lab.recovery._risp_wip.method import (
+from iclr_lab.recovery.risp.method import (
     Trace,
     make_problem,
     nesterov_restart,
@@ -37,6 +37,7 @@ THETA, B2 = 0.2, 100.0  # the official code's default theta; B^2 = 100 at 128 x 
 GRAD_TOL = 1e-3          # relative gradient tolerance of the "against the restart baseline" claim
 OBJ_TOL = 1e-4           # relative objective gap of the "faster to the objective" claim
 SMALL_THETA, SMALL_B2 = 0.002, 10.0
+GAP_FLOOR = 1e-12        # floor of the relative objective gap on the chart's log axis
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,8 @@ def _curve_rows(method: str, tr: Trace, g0: float, f_min: float, f0: float) -> p
     best = np.minimum.accumulate(tr.grad_norm)
     return pd.DataFrame({"method": method, "iteration": ks,
                          "grad_rel": tr.grad_norm[ks] / g0, "grad_min_rel": best[ks] / g0,
-                         "gap_rel": np.maximum(tr.value[ks] - f_min, 1e-300) / (f0 - f_min),
+                         # floored at 1e-12: the run that found F_min reaches 0, which a log axis cannot show
+                         "gap_rel": np.maximum((tr.value[ks] - f_min) / (f0 - f_min), GAP_FLOOR),
                          "psnr": tr.psnr[ks]})
 
 
@@ -150,6 +152,9 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
             # first iteration inside the band; budget + 1 (censored) when the run never enters it
             "iters_to_objective": float(_first_below(t.value - f_min, OBJ_TOL * (f0 - f_min),
                                                      len(t.value) - 1)),
+            # the same band around the run's own end value: speed, whichever critical point it ends at
+            "iters_to_own_end": float(_first_below(t.value - float(t.value[-1]),
+                                                   OBJ_TOL * (f0 - f_min), len(t.value) - 1)),
             "iters_to_grad_tol": float(_first_below(t.grad_norm, GRAD_TOL * g0, len(t.grad_norm) - 1)),
             "budget": float(len(t.value) - 1),
             "final_psnr": float(t.psnr[-1]),
@@ -206,7 +211,9 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
               f"of each other (Nesterov with restart after {sz.risp_long}: {db_nest:.3g} dB)",
               db_risp,
               0.05, "<=", "both converge to a stationary point of the same objective",
-              kind="paper", source="prior"),
+              # expected=False: F is nonconvex and the runs end at different critical points (seed 4
+              # misses by 0.1 dB; every seed's ends are ~0.015 apart in RMS), see the chapter
+              expected=False, kind="paper", source="prior"),
         Claim("restart_small_theta",
               f"At theta = {SMALL_THETA}, restarts (B^2 = {SMALL_B2:g}) at least halve the smallest "
               f"gradient norm within {n} iterations", small_ratio, 0.5, "<=",
@@ -248,11 +255,12 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
                   highlight=RISP, colors=cols, x_title="iteration k",
                   y_title="min_{j≤k} ‖∇F(x_j)‖ / ‖∇F(x_0)‖",
                   title="Smallest gradient norm so far (same step 1/L)")
-    obj = (curves(cv[cv["method"] != HB], x="iteration", y="gap_rel", color="method", log_x=True,
+    late = cv[cv["iteration"] >= 1]  # log iteration axes start at k = 1
+    obj = (curves(late[late["method"] != HB], x="iteration", y="gap_rel", color="method", log_x=True,
                   log_y=True, highlight=RISP, colors=cols, x_title="iteration k",
                   y_title="(F(x_k) − F_min) / (F(x_0) − F_min)", title="Objective gap")
            + reference_line(OBJ_TOL, label=f"{OBJ_TOL:g}"))
-    ps = curves(cv, x="iteration", y="psnr", color="method", log_x=True, highlight=RISP, colors=cols,
+    ps = curves(late, x="iteration", y="psnr", color="method", log_x=True, highlight=RISP, colors=cols,
                 x_title="iteration k", y_title="PSNR of x_k (dB)", title="PSNR against the truth")
     theta = sweep(report.tables["theta_sweep"], x="iteration", y="grad_min_rel", param="theta",
                   color="restart", log_y=True, start=THETA, param_label="θ",
@@ -284,7 +292,7 @@ def numbers(report: Report) -> dict[str, float]:
     rows = report.tables["summary"].to_dict("records")
     by = {str(r["method"]): r for r in rows}
     out: dict[str, float] = {}
-    cols = ("min_grad_rel_300", "vs_red_300", "iters_to_objective", "iters_to_grad_tol",
+    cols = ("min_grad_rel_300", "vs_red_300", "iters_to_objective", "iters_to_own_end", "iters_to_grad_tol",
             "final_psnr", "final_gap_rel", "final_grad_rel", "restarts", "budget")
     for key, name in (("red", RED), ("risp", RISP), ("hb", HB), ("nest", NEST)):
         for col in cols:
@@ -320,8 +328,9 @@ def explore(theta: float = THETA, iterations: float = 30, size: int = 64, seed: 
         side = x.shape[0]
         df = pd.DataFrame({"row": np.repeat(np.arange(side), side), "col": np.tile(np.arange(side), side),
                            "value": np.clip(x, 0, 1).ravel()})
-        return alt.Chart(df, width=180, height=180, title=title).mark_rect().encode(
-            x=alt.X("col:O", axis=None), y=alt.Y("row:O", axis=None),
+        return alt.Chart(df, width=180, height=180, title=title).mark_rect(stroke=None, strokeWidth=0).encode(
+            x=alt.X("col:O", axis=None, scale=alt.Scale(paddingInner=0)),
+            y=alt.Y("row:O", axis=None, scale=alt.Scale(paddingInner=0)),
             color=alt.Color("value:Q", scale=alt.Scale(scheme="greys", reverse=True, domain=[0, 1]),
                             legend=None))
 
