@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from iclr_lab.data._imitation_reward_class_wip import (
+from iclr_lab.data.imitation_reward_class import (
     RewardClassLearner,
     check_reward_class,
     make_instance,
@@ -236,7 +236,7 @@ def test_smoke_reproduce_claims_and_numbers() -> None:
 
 
 def test_explorer_recomputes() -> None:
-    from iclr_lab.data._imitation_reward_class_wip import explorer
+    from iclr_lab.data.imitation_reward_class import explorer
 
     w = explorer()
     before = w.result.to_dict()

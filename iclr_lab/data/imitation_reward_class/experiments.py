@@ -20,7 +20,7 @@ import numpy as np
 
 from iclr_lab.core.progress import progress
 from iclr_lab.core.validation import check_int, check_range
-from iclr_lab.data._imitation_reward_class_wip.learners import (
+from iclr_lab.data.imitation_reward_class.learners import (
     RewardClassLearner,
     make_instance,
     mle_policy,
@@ -515,7 +515,8 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     theory = alt.Chart(pd.DataFrame({"m": ms, "v": 1 - np.exp(-ms / n01)})).mark_line(
         strokeDash=[6, 4], color="black").encode(x="m:Q", y="v:Q")
     out["sigma01"] = alt.layer(ch, theory).properties(
-        title=f"σ0/σ01, N = {n01:,.0f} contexts: MLE's value follows 1 − e^(−m/N) (dashed)")
+        title=f"σ0/σ01, N = {n01:,.0f} contexts: MLE's value follows 1 − e^(−m/N) (dashed)"
+    ).configure_legend(labelLimit=360)
 
     o2b = tb["o2b"]
     cols = [ALG1_O2B, MAJ_O2B, MLE_UNIF, MLE_ADV]
@@ -530,7 +531,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
                   highlight=ALG1_O2B, colors={**COLORS, "bound log2|R|/m": "#000000"},
                   x_title="demonstrations m", y_title="loss P(answer not correct)",
                   title=f"Decoy class, |R| = {2**log2r:.0f}: online-to-batch vs MLE (median over seeds)")
-    out["o2b"] = main
+    out["o2b"] = main.configure_legend(labelLimit=360)
 
     th4 = tb["theorem4"]
     pts = th4.assign(case=th4["class"] + ", γ = " + th4["gamma"].map(lambda g: f"{g:g}"))

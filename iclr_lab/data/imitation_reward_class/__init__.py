@@ -11,7 +11,7 @@ The package splits in two:
   claims, charts and explorer.
 """
 
-from iclr_lab.data._imitation_reward_class_wip.experiments import (
+from iclr_lab.data.imitation_reward_class.experiments import (
     SIZES,
     charts,
     explorer,
@@ -20,7 +20,7 @@ from iclr_lab.data._imitation_reward_class_wip.experiments import (
     reproduce,
     theorem4_ratio,
 )
-from iclr_lab.data._imitation_reward_class_wip.learners import (
+from iclr_lab.data.imitation_reward_class.learners import (
     INSTANCE_KINDS,
     Instance,
     RewardClassLearner,
