@@ -12,7 +12,7 @@ from scipy.integrate import quad
 from scipy.stats import norm
 
 from iclr_lab.core.report import Report
-from iclr_lab.data._data_curation_wip import (
+from iclr_lab.data.data_curation import (
     SELF,
     STRONG,
     WEAK,
@@ -249,3 +249,16 @@ def test_smoke_report_has_every_table_and_number(smoke: Report) -> None:
     nums = numbers(smoke)
     assert all(np.isfinite(v) for v in nums.values() if isinstance(v, float))
     assert set(smoke.charts()) == {"formula", "less_is_more", "limit", "collapse", "grid", "phase"}
+
+
+def test_grouped_gram_matrices_equal_the_direct_ones() -> None:
+    from iclr_lab.data.data_curation.experiments import _grams
+
+    rng = np.random.default_rng(6)
+    X, y = rng.standard_normal((500, 6)), np.sign(rng.standard_normal(500))
+    t = X[:, 0]
+    masks = [keep_mask(r, p, t, y) for r, p in (("keep_hard", 0.3), ("keep_easy", 0.5),
+                                                ("agree_hard", 0.7), ("full", 1.0))]
+    for keep, (A, b) in zip(masks, _grams(X, y, masks), strict=True):
+        assert np.allclose(A, X[keep].T @ X[keep] / 500)
+        assert np.allclose(b, X[keep].T @ y[keep] / 500)

@@ -4,15 +4,15 @@ Reproduces Dohmatob, Pezeshki and Askari-Hemmat, "Why Less is More (Sometimes): 
 Curation" (ICLR 2026, arXiv 2511.03492). The chapter is ``book/data/data_curation.md``. The package
 splits in two:
 
-* :mod:`~iclr_lab.data._data_curation_wip.model`: what a user imports: the teacher-student model
+* :mod:`~iclr_lab.data.data_curation.model`: what a user imports: the teacher-student model
   (:class:`Geometry`, :func:`sample`), the curation rules (:func:`keep_mask`), curated ridge
   (:func:`ridge`), the closed-form test error (:func:`theory_error`, :func:`limit_error`), Monte
   Carlo (:func:`simulate`) and self-training (:func:`self_train`);
-* :mod:`~iclr_lab.data._data_curation_wip.experiments`: the chapter's :func:`reproduce`, its claims,
+* :mod:`~iclr_lab.data.data_curation.experiments`: the chapter's :func:`reproduce`, its claims,
   charts and explorer.
 """
 
-from iclr_lab.data._data_curation_wip.experiments import (
+from iclr_lab.data.data_curation.experiments import (
     COLLAPSE,
     COLORS,
     SELF,
@@ -27,7 +27,7 @@ from iclr_lab.data._data_curation_wip.experiments import (
     phase_table,
     reproduce,
 )
-from iclr_lab.data._data_curation_wip.model import (
+from iclr_lab.data.data_curation.model import (
     RULES,
     Geometry,
     Moments,

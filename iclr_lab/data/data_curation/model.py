@@ -23,9 +23,10 @@ from iclr_lab.core.validation import check_choice, check_int, check_range
 __all__ = ["RULES", "Geometry", "Moments", "angle_error", "keep_mask", "kept_moments", "limit_error",
            "ridge", "sample", "self_train", "simulate", "theory_error", "threshold"]
 
-#: The curation rules: keep everything, keep the large-margin (easy) or small-margin (hard)
-#: examples by the oracle's margin, keep the examples whose label the oracle agrees with, and the
-#: two label-aware rules that also filter by difficulty (``data_curation-eq-rules``).
+#: The names of the curation rules of ``data_curation-eq-rules``. ``full`` keeps everything,
+#: ``keep_easy`` and ``keep_hard`` keep the large- or small-margin examples by the oracle's margin,
+#: ``agree`` keeps the examples whose label the oracle agrees with, and ``agree_easy`` and
+#: ``agree_hard`` also filter by difficulty.
 RULES: tuple[str, ...] = ("full", "keep_easy", "keep_hard", "agree", "agree_easy", "agree_hard")
 _LABEL_AWARE = ("agree", "agree_easy", "agree_hard")
 _SQRT2PI = math.sqrt(2.0 * math.pi)

@@ -20,7 +20,7 @@ import numpy as np
 
 from iclr_lab.core.progress import progress
 from iclr_lab.core.validation import check_int
-from iclr_lab.data._data_curation_wip.model import (
+from iclr_lab.data.data_curation.model import (
     Geometry,
     angle_error,
     keep_mask,
@@ -89,13 +89,40 @@ SIZES: dict[str, _Sizes] = {
 }
 
 
-def _fits(X: np.ndarray, y: np.ndarray, keep: np.ndarray, lams: Sequence[float]) -> list[np.ndarray]:
-    # one eigendecomposition of the kept Gram matrix serves every ridge of the grid
+def _grams(X: np.ndarray, y: np.ndarray, masks: Sequence[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(X_k^T X_k / n, X_k^T y_k / n)`` for every mask, each row's outer product computed once.
+
+    Rows are grouped by which masks keep them (a handful of groups: the rules' kept sets are
+    nested bands of the margin), so the cost is one Gram matrix of all the data, not one per rule.
+    """
     n = X.shape[0]
-    Xk = X[keep]
-    ev, V = np.linalg.eigh(Xk.T @ Xk / n)
-    b = V.T @ (Xk.T @ y[keep] / n)
-    return [V @ (b / (ev + lam)) for lam in lams]
+    bits = np.stack(masks)
+    code = (bits.astype(np.int64) << np.arange(len(masks), dtype=np.int64)[:, None]).sum(axis=0)
+    groups, inverse = np.unique(code, return_inverse=True)
+    parts = []
+    for g in range(len(groups)):
+        Xg = X[inverse == g]
+        parts.append((Xg.T @ Xg / n, Xg.T @ y[inverse == g] / n))
+    out = []
+    for j in range(len(masks)):
+        member = [(int(groups[g]) >> j) & 1 == 1 for g in range(len(groups))]
+        d = X.shape[1]
+        A, b = np.zeros((d, d)), np.zeros(d)
+        for g, (Ag, bg) in enumerate(parts):
+            if member[g]:
+                A += Ag
+                b += bg
+        out.append((A, b))
+    return out
+
+
+def _fits(A: np.ndarray, b: np.ndarray, lams: Sequence[float]) -> list[np.ndarray]:
+    # one eigendecomposition of the kept Gram matrix serves every ridge of the grid
+    if len(lams) == 1:
+        return [np.linalg.solve(A + lams[0] * np.eye(len(b)), b)]
+    ev, V = np.linalg.eigh(A)
+    c = V.T @ b
+    return [V @ (c / (ev + lam)) for lam in lams]
 
 
 def _sims(geo: Geometry, n: int, d: int, cells: Sequence[tuple[str, float]], lams: Sequence[float],
@@ -106,8 +133,9 @@ def _sims(geo: Geometry, n: int, d: int, cells: Sequence[tuple[str, float]], lam
     for i, s in enumerate(seeds):
         X, y = sample(n, d, w_g, np.random.default_rng(s))
         t = X @ w_o
-        for j, (rule, p) in enumerate(cells):
-            for k, w in enumerate(_fits(X, y, keep_mask(rule, p, t, y), lams)):
+        grams = _grams(X, y, [keep_mask(rule, p, t, y) for rule, p in cells])
+        for j, (A, b) in enumerate(grams):
+            for k, w in enumerate(_fits(A, b, lams)):
                 out[i, j, k] = angle_error(w, w_star)
     return out
 
@@ -315,7 +343,8 @@ def _claims(t: dict[str, pd.DataFrame], sz: _Sizes) -> list[Any]:
             "formula_bug_fails",
             "The same check fails for the formula with the ridge normalised by the kept count "
             "(lam instead of lam/p): its share of agreeing cells is below 90%",
-            share("theory_bug"), 0.9, "<", kind="derivation", source="pilot"),
+            share("theory_bug"), 0.9, "<", kind="derivation", source="pilot",
+            paper="the paper's learner divides by the total n, not by the kept count"),
         Claim.over_seeds(
             "less_is_more",
             "Strong generator, abundant data (n = 50 d): the best keep-hard error is at most 0.6x "
@@ -328,25 +357,29 @@ def _claims(t: dict[str, pd.DataFrame], sz: _Sizes) -> list[Any]:
             "(smallest ratio of keep hard's error to full data's; must exceed 1)",
             [float(g[g["rule"] == "keep hard"]["error"].min()
                    / g[g["rule"] == "full data"]["error"].iloc[0]) for _, g in sc.groupby("seed")],
-            1.0, ">", paper="with scarce data, more is more"),
+            1.0, ">", paper="with scarce data, more is more (p = 1 optimal)"),
         Claim("thm2_strong_limit",
               "Theorem 2, generator at least as good as the oracle (rho = 0.9999, rho* = 0.999): in "
               "the limit keep hard beats keep easy at every p of the grid (largest F_KH - F_KE)",
-              strong_gap, 0.0, "<", kind="theorem"),
+              strong_gap, 0.0, "<", kind="theorem",
+              paper="Theorem 2 (A): strong generator and oracle, keep hard is the unique optimum"),
         Claim("thm2_weak_limit",
               "Theorem 2, weak generator (rho = 0.8, rho* = 0.999): in the limit keep easy beats "
               "keep hard at every p of the grid (largest F_KE - F_KH)",
-              weak_gap, 0.0, "<", kind="theorem"),
+              weak_gap, 0.0, "<", kind="theorem",
+              paper="Theorem 2 (B): weak generator, strong oracle, keep easy is the unique optimum"),
         Claim.over_seeds(
             "thm2_strong_sim",
             "Theorem 2 simulated at d/n = 0.005, generator >= oracle: keep hard beats keep easy at "
             "every p of the grid (largest error difference KH - KE)",
-            [float(v) for v in sim_strong], 0.0, "<", kind="theorem"),
+            [float(v) for v in sim_strong], 0.0, "<", kind="theorem",
+            paper="Theorem 2 (A), in the limit of abundant data"),
         Claim.over_seeds(
             "thm2_weak_sim",
             "Theorem 2 simulated at d/n = 0.005, weak generator: keep easy beats keep hard at every "
             "p of the grid (largest error difference KE - KH)",
-            [float(v) for v in sim_weak], 0.0, "<", kind="theorem"),
+            [float(v) for v in sim_weak], 0.0, "<", kind="theorem",
+            paper="Theorem 2 (B), in the limit of abundant data"),
         Claim.over_seeds(
             "collapse_full",
             f"Self-training on full data collapses: error at round {sz.rounds} over round 1 is at "
@@ -360,7 +393,8 @@ def _claims(t: dict[str, pd.DataFrame], sz: _Sizes) -> list[Any]:
         Claim.over_seeds(
             "collapse_hard_vs_agree",
             f"At round {sz.rounds}, agree + keep hard is at most 0.9x agree alone (ratio)",
-            ah_vs_agree, 0.9, "<=", source="pilot"),
+            ah_vs_agree, 0.9, "<=", source="pilot",
+            paper="keep hard and correct is the curation that stabilises self-training"),
         Claim("self_curation_full_best",
               "Weak generator curating with itself (rho_g = 1): keeping everything is optimal at "
               "n = d and n = 50 d, every rule tuned over the ridge grid (smallest ratio of a pruned "
@@ -443,7 +477,8 @@ def phase_chart(table: pd.DataFrame, *, slider: bool = False, title: str = "") -
     text = alt.Chart(labels).transform_filter(alt.datum.grid_point == param).mark_text(
         align="left", baseline="bottom", fontSize=13, fontWeight="bold").encode(
         x=alt.value(0), y=alt.value(-6), text="label:N")
-    return alt.layer(heat, text).add_params(param).properties(width=300, height=260, title=title)
+    return alt.layer(heat, text).add_params(param).properties(
+        width=300, height=260, title=alt.TitleParams(title, offset=22))
 
 
 def pd_frame(data: dict[str, list[Any]]) -> pd.DataFrame:
@@ -474,7 +509,8 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
                                                           theory=("theory", "first"))
         mc["lo"], mc["hi"] = mc["mc"] - 2 * mc["se"], mc["mc"] + 2 * mc["se"]
         x = alt.X("p:Q", title="keep fraction p")
-        col = alt.Color("rule:N", title="rule")
+        col = alt.Color("rule:N", title="rule",
+                        scale=alt.Scale(domain=["keep hard", "agree + keep hard", "keep easy"]))
         line = alt.Chart(mc).mark_line().encode(x=x, y=alt.Y("theory:Q", title="test error",
                                                             scale=alt.Scale(zero=False)), color=col)
         pts = alt.Chart(mc).mark_point(filled=True, size=40).encode(
@@ -504,7 +540,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         ch = alt.Chart(g).mark_line(point=alt.OverlayMarkDef(size=14)).encode(
             x=alt.X("p:Q", title="keep fraction p"),
             y=alt.Y("error:Q", title="limit test error F", scale=alt.Scale(zero=False)),
-            color=alt.Color("rule:N", title="rule"),
+            color=alt.Color("rule:N", title="rule", scale=alt.Scale(domain=["keep hard", "keep easy"])),
             tooltip=["rule", "p", alt.Tooltip("error:Q", format=".5f")])
         panels.append(ch.properties(width=190, height=200, title=geo))
     out["limit"] = recolor(alt.hconcat(*panels).resolve_scale(y="independent"), COLORS)
@@ -523,7 +559,8 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         ch = alt.Chart(g).mark_line().encode(
             x=alt.X("n:Q", scale=alt.Scale(type="log", nice=False), title="data size n (d = 100)"),
             y=alt.Y("error:Q", scale=alt.Scale(type="log", nice=False), title="test error (theory)"),
-            color=alt.Color("rule:N", title="rule"),
+            color=alt.Color("rule:N", title="rule",
+                            scale=alt.Scale(domain=["full data", "keep hard", "keep easy"])),
             strokeDash=alt.StrokeDash("p:N", title="keep fraction p"),
             tooltip=["series", "n", alt.Tooltip("error:Q", format=".4f")])
         panels.append(ch.properties(width=250, height=220, title=geo))
