@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from iclr_lab.core.validation import check_range
+from iclr_lab.core.validation import check_int, check_range
 from iclr_lab.routing.checker import check_solution, routes_from_actions
 from iclr_lab.routing.env import MultiTaskVRPEnv
 from iclr_lab.routing.instances import VRPBatch
@@ -102,13 +102,18 @@ def _model(instance: VRPBatch) -> Any:
     return m
 
 
-def pyvrp_solve(instance: VRPBatch, time_limit: float = 1.0, *,
+def pyvrp_solve(instance: VRPBatch, time_limit: float = 1.0, *, iterations: int | None = None,
                 seed: int = 0) -> tuple[float, list[list[int]]]:
     """Solve one instance with PyVRP's iterated local search for ``time_limit`` seconds.
+
+    ``time_limit`` is wall-clock time, so on a loaded machine the search gets less CPU and may
+    return a worse solution; pass ``iterations`` to stop after a fixed number of iterations
+    instead (reproducible whatever the load; both given: whichever comes first).
 
     Args:
         instance: a batch of one instance (``batch[i]``).
         time_limit: seconds of search, in ``(0, 600]``.
+        iterations: optional iteration budget, at least 1.
         seed: PyVRP's random seed.
 
     Returns:
@@ -116,12 +121,15 @@ def pyvrp_solve(instance: VRPBatch, time_limit: float = 1.0, *,
         (customer indices). Raises ``RuntimeError`` if PyVRP's best solution is infeasible or the
         checker rejects it.
     """
-    from pyvrp.stop import MaxRuntime
+    from pyvrp.stop import MaxIterations, MaxRuntime, MultipleCriteria
 
     if not isinstance(instance, VRPBatch) or instance.batch_size != 1:
         raise ValueError("instance must be a VRPBatch of one instance (use batch[i])")
     time_limit = check_range("time_limit", time_limit, 0.0, 600.0, low_open=True)
-    res = _model(instance).solve(MaxRuntime(time_limit), seed=seed, collect_stats=False, display=False)
+    stop: Any = MaxRuntime(time_limit)
+    if iterations is not None:
+        stop = MultipleCriteria([stop, MaxIterations(check_int("iterations", iterations, 1))])
+    res = _model(instance).solve(stop, seed=seed, collect_stats=False, display=False)
     if not res.best.is_feasible():
         raise RuntimeError("PyVRP found no feasible solution within the time limit")
     routes = [[int(a.idx) + 1 for a in r.schedule() if a.is_client()] for r in res.best.routes()]

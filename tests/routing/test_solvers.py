@@ -49,3 +49,13 @@ def test_pyvrp_bad_inputs() -> None:
         pyvrp_solve(inst, 0.1)
     with pytest.raises(ValueError, match="time_limit"):
         pyvrp_solve(inst[0], 0.0)
+    with pytest.raises(ValueError, match="iterations"):
+        pyvrp_solve(inst[0], 1.0, iterations=0)
+
+
+def test_pyvrp_iteration_budget_is_reproducible() -> None:
+    pytest.importorskip("pyvrp")
+    inst = generate("VRPBLTW", 15, 1, seed=4)
+    a = pyvrp_solve(inst, 60.0, iterations=300)
+    b = pyvrp_solve(inst, 60.0, iterations=300)
+    assert a == b
