@@ -608,6 +608,7 @@ def numbers(report: Report) -> dict[str, Any]:
     late = t["collapse"][t["collapse"]["round"] >= 3]
     per = late.groupby(["rule", "seed"])["error"].max() / COLLAPSE.oracle_error
     out["agree_oracle_ratio"] = float(per.loc["agree"].median())
+    out["agree_oracle_verdict"] = "fails" if out["agree_oracle_ratio"] > 1.3 else "passes"
     gs = t["grid_sims"]
     g0 = gs[gs["seed"] == gs["seed"].min()]
     for n in sorted(gs["n"].unique()):
