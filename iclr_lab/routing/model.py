@@ -362,7 +362,12 @@ def tsnr_flops(num_nodes: int, num_starts: int, config: PolicyConfig | None = No
     """Floating-point operations of one TSNR step for one instance, counted by
     ``torch.utils.flop_counter`` on the actual module: ``shared=True`` re-embeds the nodes once
     for all ``num_starts`` trajectories (CCL); ``shared=False`` gives every trajectory its own node
-    embeddings, attending over its own context and nodes."""
+    embeddings, attending over its own context and nodes. Attention runs on PyTorch's math backend
+    here so that its two matrix products are counted too; the total equals
+    ``2 T (2 N D^2 + 2 K D^2 + 2 N K D + 3 N D F)`` with ``N`` nodes, ``K`` keys (``S + N`` shared,
+    ``1 + N`` per trajectory), ``T`` re-embeddings (1 shared, ``S`` per trajectory) and SwiGLU width
+    ``F``."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
     num_nodes = check_int("num_nodes", num_nodes, 2)
@@ -376,6 +381,6 @@ def tsnr_flops(num_nodes: int, num_starts: int, config: PolicyConfig | None = No
     else:
         args = (h.expand(num_starts, -1, -1), torch.randn(num_starts, 1, d),
                 torch.zeros(num_starts, num_nodes, 1 + num_nodes))
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         block(*args)
     return int(counter.get_total_flops())

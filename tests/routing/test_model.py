@@ -68,6 +68,14 @@ def test_shared_reembedding_costs_fewer_flops() -> None:
         shared, per_traj = tsnr_flops(n, n - 1, cfg), tsnr_flops(n, n - 1, cfg, shared=False)
         assert 0 < shared < per_traj
         assert tsnr_flops(n, n - 1, cfg) == shared  # a count, not a timing
+    # the count matches the closed form, attention's two products included
+    n, s, d, f = 21, 20, cfg.dim, cfg.ffn
+
+    def closed(t: int, k: int) -> int:
+        return 2 * t * (2 * n * d * d + 2 * k * d * d + 2 * n * k * d + 3 * n * d * f)
+
+    assert tsnr_flops(n, s, cfg) == closed(1, s + n)
+    assert tsnr_flops(n, s, cfg, shared=False) == closed(s, 1 + n)
     # the ratio grows with the number of trajectories, roughly like S / 2 or more
     assert tsnr_flops(51, 50, shared=False) / tsnr_flops(51, 50) > 10
 
