@@ -1,0 +1,519 @@
+"""The AMD chapter's experiments: ``reproduce()``, its claims, its charts and its explorer.
+
+One seed runs: the paired digits split, six experts, three random, three class-stratified and three
+k-means (SPM) coresets, and the four distillations of the ablation grid {synchronous, asynchronous}
+x {random, SPM} initialisation. Every set, coreset or distilled, is evaluated the same way
+(:func:`~iclr_lab.data.amd.method.evaluate_set`: one learning-rate grid, the rate chosen on a
+validation split), so no set gains from a step size the others did not get.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from iclr_lab.core.report import Claim, Report, timed
+from iclr_lab.core.scales import pick, seed_everything
+from iclr_lab.core.validation import check_choice, check_int
+from iclr_lab.data._amd_wip.method import (
+    DistillResult,
+    PairedDigits,
+    Trajectories,
+    async_ranges,
+    distill,
+    encode,
+    evaluate_set,
+    kmeans_prototypes,
+    paired_digits,
+    random_subset,
+    retrieval_recall,
+    stratified_subset,
+    train_experts,
+)
+
+if TYPE_CHECKING:
+    import altair as alt
+    from matplotlib.figure import Figure
+
+__all__ = ["COLORS", "CONFIGS", "METRICS", "charts", "explorer", "explorer_chart", "image_grid",
+           "numbers", "recall_vs_pairs", "reproduce", "summary"]
+
+RANDOM, STRAT, KMEANS = "random coreset", "stratified coreset", "k-means coreset (SPM)"
+SYNC, SYNC_KM, ASYNC, AMD = "sync TM", "sync TM + SPM", "async TM", "AMD (async TM + SPM)"
+FULL = "full data"
+CORESETS = (RANDOM, STRAT, KMEANS)
+#: the ablation grid: set name -> (matching, initialisation) of :func:`distill`
+CONFIGS: dict[str, tuple[str, str]] = {SYNC: ("mtt", "random"), SYNC_KM: ("mtt", "kmeans"),
+                                       ASYNC: ("amd", "random"), AMD: ("amd", "kmeans")}
+SETS = (*CORESETS, *CONFIGS)
+METRICS = ("IR@1", "IR@5", "IR@10", "TR@1", "TR@5", "TR@10", "RSUM")
+#: one colour per set in every chart: AMD's two asynchronous variants in the method colours,
+#: synchronous matching blue, coresets grey/brown/green
+COLORS = {AMD: "#d62728", ASYNC: "#ff7f0e", SYNC_KM: "#1f4e9c", SYNC: "#6baed6",
+          KMEANS: "#2ca02c", STRAT: "#8c564b", RANDOM: "#8c8c8c", FULL: "#000000"}
+HIGHLIGHT = (AMD, ASYNC)
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    n_experts: int  # expert trajectories
+    epochs: int  # epochs per expert (checkpoints 0..epochs)
+    n_pairs: int  # B, the size of every coreset and distilled set
+    iterations: int  # outer iterations of each distillation
+    syn_steps: int  # unrolled student steps per iteration (N)
+    subset_seeds: int  # coresets averaged over this many draws
+    eval_steps: int  # full-batch SGD steps of each evaluation model
+    eval_inits: int  # fresh models per learning rate in an evaluation
+
+
+_SIZES = {
+    "smoke": _Sizes(n_experts=2, epochs=6, n_pairs=10, iterations=6, syn_steps=3, subset_seeds=2,
+                    eval_steps=20, eval_inits=1),
+    "book": _Sizes(n_experts=6, epochs=15, n_pairs=20, iterations=200, syn_steps=10,
+                   subset_seeds=3, eval_steps=150, eval_inits=3),
+    "paper": _Sizes(n_experts=10, epochs=15, n_pairs=20, iterations=600, syn_steps=10,
+                    subset_seeds=5, eval_steps=300, eval_inits=5),
+}
+EXPERT_EPOCHS = 2  # M: epochs of the expert segment a student matches
+SYNC_RANGE = 5  # synchronous starts s ~ U{0..5}
+
+
+def _row(name: str, kind: str, draw: int, metrics: dict[str, float]) -> dict[str, Any]:
+    return {"set": name, "kind": kind, "draw": draw, **{m: metrics[m] for m in METRICS},
+            "lr": metrics.get("lr", np.nan)}
+
+
+def _nearest_captions(data: PairedDigits, texts: torch.Tensor) -> list[str]:
+    """The training caption whose frozen embedding is nearest each synthetic text vector."""
+    bank = torch.from_numpy(data.texts[data.train])
+    idx = torch.cdist(texts, bank).argmin(1).numpy()
+    return [data.caption(int(data.train[i])) for i in idx]
+
+
+def _images_table(data: PairedDigits, results: dict[str, DistillResult]) -> pd.DataFrame:
+    rows = []
+    for name, res in results.items():
+        init_imgs = data.images[res.init_rows]
+        caps_init = [data.caption(int(i)) for i in res.init_rows]
+        caps_dist = _nearest_captions(data, res.texts)
+        for stage, imgs, caps in (("initial", init_imgs, caps_init),
+                                  ("distilled", res.images.numpy(), caps_dist)):
+            for j in range(len(imgs)):
+                rows.append({"set": name, "stage": stage, "pair": j,
+                             "label": int(data.labels[res.init_rows[j]]), "caption": caps[j],
+                             **{f"px{k}": float(imgs[j, k]) for k in range(imgs.shape[1])}})
+    return pd.DataFrame(rows)
+
+
+def _movement_tables(traj: Trajectories) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    mv = traj.movement()
+    rr = async_ranges(traj, EXPERT_EPOCHS)
+    epochs = np.arange(1, traj.epochs + 1)
+    parts = []
+    halving = {}
+    for key, branch in (("V", "image"), ("L", "text")):
+        move = mv[f"move_{key}"].astype(float)
+        rel = move / move[0]
+        below = epochs[rel < 0.5]
+        halving[branch] = int(below.min()) if len(below) else traj.epochs + 1
+        parts.append(pd.DataFrame({"epoch": epochs, "branch": branch, "movement": move,
+                                   "relative": rel, "mmd": mv[f"mmd_{key}"].astype(float),
+                                   "seed": 0}))
+    ratio = pd.DataFrame({"epoch": epochs, "ratio": np.asarray(rr["ratio"], float),
+                          "median": float(rr["median"]), "seed": 0})  # type: ignore[arg-type]
+    info = {"R_V": rr["R_V"], "R_L": rr["R_L"], "rule": rr["rule"], "R_V_rule": rr["R_V_rule"],
+            "R_L_rule": rr["R_L_rule"], "median": rr["median"], "sync_range": SYNC_RANGE,
+            "halving_image": halving["image"], "halving_text": halving["text"]}
+    return pd.concat(parts, ignore_index=True), ratio, info
+
+
+def reproduce(scale: str = "book", seed: int = 0) -> Report:
+    """Experts, coresets and the {sync, async} x {random, SPM} distillations at one seed.
+
+    Every random source derives from ``seed``: the split, the experts, the coreset draws
+    (``3 seed + k``), the distillations and the evaluation models. Every set is evaluated by
+    :func:`~iclr_lab.data.amd.method.evaluate_set` on the same learning-rate grid.
+    """
+    from iclr_lab.core.progress import progress
+
+    size = pick(_SIZES, scale)
+    seed = check_int("seed", seed, 0)
+    seed_everything(seed)
+    with timed() as elapsed:
+        data = paired_digits(seed)
+        traj = train_experts(data, n_experts=size.n_experts, epochs=size.epochs, seed=seed)
+        x, t = data.tensors("test")
+        rows = []
+        with torch.no_grad():
+            v, lt = encode(traj.v[:, -1], traj.l[:, -1], x, t)
+        for e in range(traj.n_experts):
+            rows.append(_row(FULL, "full data", e, retrieval_recall(v[e], lt[e])))
+
+        def evaluate(imgs: torch.Tensor, txts: torch.Tensor) -> dict[str, float]:
+            return evaluate_set(data, imgs, txts, n_inits=size.eval_inits, steps=size.eval_steps,
+                                seed=seed)
+
+        def rows_of(idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+            return torch.from_numpy(data.images[idx]), torch.from_numpy(data.texts[idx])
+
+        draws = [size.subset_seeds * seed + k for k in range(size.subset_seeds)]
+        pickers = {RANDOM: lambda s: random_subset(data, size.n_pairs, s),
+                   STRAT: lambda s: stratified_subset(data, size.n_pairs, s),
+                   KMEANS: lambda s: kmeans_prototypes(data, traj.v[0, -1], traj.l[0, -1],
+                                                       size.n_pairs, s)}
+        for name, choose in pickers.items():
+            for k, s in enumerate(draws):
+                rows.append(_row(name, "coreset", k, evaluate(*rows_of(choose(s)))))
+        # every distillation starts from the first draw's pairs (random or SPM), so its gain over
+        # that coreset is measured from its own starting point
+        results: dict[str, DistillResult] = {}
+        loss_parts = []
+        for name in progress(list(CONFIGS), desc="amd distillations", total=len(CONFIGS)):
+            method, init = CONFIGS[name]
+            res = distill(data, traj, method=method, init=init, n_pairs=size.n_pairs,
+                          iterations=size.iterations, syn_steps=size.syn_steps,
+                          expert_epochs=EXPERT_EPOCHS, sync_range=min(SYNC_RANGE, size.epochs - 2),
+                          seed=draws[0])
+            results[name] = res
+            rows.append({**_row(name, "distilled", 0, evaluate(res.images, res.texts)),
+                         "lr_v": res.lr_v, "lr_l": res.lr_l, "R_V": res.ranges[0],
+                         "R_L": res.ranges[1]})
+            it = np.arange(1, len(res.losses) + 1)
+            smooth = pd.Series(res.losses).rolling(10, min_periods=1).mean().to_numpy()
+            keep = np.unique(np.linspace(0, len(it) - 1, min(len(it), 100)).astype(int))
+            loss_parts.append(pd.DataFrame({"set": name, "iteration": it[keep],
+                                            "matching_loss": smooth[keep], "seed": 0}))
+        movement, ratio, info = _movement_tables(traj)
+        tables = {"recall": pd.DataFrame(rows), "movement": movement, "ratio": ratio,
+                  "ranges": pd.DataFrame([info]), "matching": pd.concat(loss_parts, ignore_index=True),
+                  "images": _images_table(data, results)}
+        tables["summary"] = summary(tables["recall"])
+        tables["setup"] = pd.DataFrame([{
+            "n_train": len(data.train), "n_val": len(data.val), "n_test": len(data.test),
+            "n_pairs": size.n_pairs, "n_experts": size.n_experts, "epochs": size.epochs,
+            "expert_epochs": EXPERT_EPOCHS, "iterations": size.iterations,
+            "syn_steps": size.syn_steps, "subset_seeds": size.subset_seeds,
+            "eval_steps": size.eval_steps, "eval_inits": size.eval_inits}])
+        claims = _claims(tables)
+    return Report(slug="amd", scale=scale, seed=seed, tables=tables, claims=claims,
+                  seconds=elapsed(), chart_builder=charts)
+
+
+def summary(recall: pd.DataFrame) -> pd.DataFrame:
+    """One row per set: each metric's mean over the set's draws (coresets) or experts (full data)."""
+    out = recall.groupby("set", sort=False)[list(METRICS)].mean()
+    return out.reindex([s for s in (*SETS, FULL) if s in out.index]).reset_index()
+
+
+def _by_set(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """``{set: {column: value}}`` of a table with one row per set."""
+    return {str(r["set"]): {str(k): v for k, v in r.items()} for r in df.to_dict("records")}
+
+
+def _first_row(df: pd.DataFrame) -> dict[str, Any]:
+    return {str(k): v for k, v in df.to_dict("records")[0].items()}
+
+
+def _claims(tables: dict[str, pd.DataFrame]) -> list[Claim]:
+    s = _by_set(tables["summary"])
+
+    def val(name: str, metric: str = "RSUM") -> float:
+        return float(s[name][metric])
+
+    full_min = min(val(FULL, "IR@1"), val(FULL, "TR@1"))
+    km_ratio = val(KMEANS) / val(RANDOM)
+    strat_ratio = val(STRAT) / val(RANDOM)
+    sync_ratio = val(SYNC) / val(RANDOM)
+    init_ratio = val(SYNC_KM) / max(val(SYNC), val(KMEANS))
+    async_ratio = val(ASYNC, "IR@1") / max(val(SYNC, "IR@1"), 1e-9)
+    amd_ratio = val(AMD, "IR@1") / max(val(SYNC_KM, "IR@1"), 1e-9)
+    return [
+        Claim("pipeline", "The dual encoder trained on all training pairs reaches IR@1 and TR@1 "
+              ">= 25% on the 500 test pairs (the smaller of the two, mean over the experts).",
+              full_min, 25.0, ">=", paper="full-data models are the upper bound of every table",
+              kind="sanity", source="prior"),
+        Claim("kmeans_coreset", f"A k-means (SPM) coreset's RSUM is >= 1.5x a random coreset's, "
+              f"both averaged over the coreset draws (a class-stratified random coreset: "
+              f"{strat_ratio:.2f}x).", km_ratio, 1.5, ">=",
+              paper="SPM alone: IR@1 8.6 -> 9.1 over LoRS on Flickr30k (no coreset-only row)",
+              # the pilot put this ratio at 1.35-1.6 per seed, so the threshold sits at the edge;
+              # it failed at seeds 0 and 1 of the book run and is reported, not moved
+              expected=False, kind="derivation", source="pilot"),
+        Claim("distill_vs_random", f"Synchronous trajectory matching (random initialisation) has an "
+              f"RSUM >= 1.3x a random coreset's, at equal evaluation tuning (the k-means coreset, "
+              f"no distillation: {km_ratio:.2f}x).", sync_ratio, 1.3, ">=",
+              paper="MTT-VL 4.6 vs random 1.1 IR@1 (Flickr30k, 200 pairs)",
+              kind="paper", source="prior"),
+        Claim("init_helps", "Synchronous matching from SPM prototypes beats both synchronous "
+              "matching from random pairs and the SPM coreset alone (RSUM ratio to the larger > 1).",
+              init_ratio, 1.0, ">", paper="SPM improves matching (ablation, Flickr30k 200 pairs)",
+              kind="paper", source="prior"),
+        Claim("async_gain", f"Asynchronous matching raises IR@1 >= 1.4x over synchronous matching, "
+              f"both from random pairs (with SPM: {amd_ratio:.2f}x).", async_ratio, 1.4, ">=",
+              paper="ablation: LoRS 8.6 -> +async 12.1 IR@1 (1.41x)", expected=False,
+              kind="paper", source="paper"),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# recall against the number of pairs (precomputed for the explorer)
+# ---------------------------------------------------------------------------------------------
+
+PAIRS_GRID: tuple[int, ...] = (5, 10, 20, 40, 80)
+CURVE_SETS = (RANDOM, KMEANS, SYNC, AMD)
+
+
+def recall_vs_pairs(pairs: tuple[int, ...] = PAIRS_GRID, seed: int = 0, scale: str = "book",
+                    sets: tuple[str, ...] = CURVE_SETS) -> pd.DataFrame:
+    """Test recall of ``sets`` at every budget in ``pairs`` (one row per set and budget).
+
+    Takes a few minutes at book scale; the chapter's explorer reads the copy saved in
+    ``iclr_lab/data/amd/pairs_table.py`` (regenerate it with this function).
+    """
+    size = pick(_SIZES, scale)
+    for name in sets:
+        check_choice("sets", name, SETS)
+    seed_everything(seed)
+    data = paired_digits(seed)
+    traj = train_experts(data, n_experts=size.n_experts, epochs=size.epochs, seed=seed)
+    rows = []
+    for b in pairs:
+        b = check_int("pairs", b, 1, len(data.train))
+        for name in sets:
+            if name in CONFIGS:
+                method, init = CONFIGS[name]
+                res = distill(data, traj, method=method, init=init, n_pairs=b,
+                              iterations=size.iterations, syn_steps=size.syn_steps,
+                              expert_epochs=EXPERT_EPOCHS,
+                              sync_range=min(SYNC_RANGE, size.epochs - 2), seed=seed)
+                imgs, txts = res.images, res.texts
+            else:
+                pick_rows = {RANDOM: random_subset, STRAT: stratified_subset}.get(name)
+                idx = (pick_rows(data, b, seed) if pick_rows else
+                       kmeans_prototypes(data, traj.v[0, -1], traj.l[0, -1], b, seed))
+                imgs, txts = torch.from_numpy(data.images[idx]), torch.from_numpy(data.texts[idx])
+            m = evaluate_set(data, imgs, txts, n_inits=size.eval_inits, steps=size.eval_steps,
+                             seed=seed)
+            rows.append({"set": name, "pairs": b, **{k: m[k] for k in METRICS}})
+    return pd.DataFrame(rows)
+
+
+def _pairs_table() -> pd.DataFrame:
+    from iclr_lab.data._amd_wip.pairs_table import ROWS
+
+    return pd.DataFrame(ROWS, columns=["set", "pairs", *METRICS])
+
+
+def _pairs_long(df: pd.DataFrame) -> pd.DataFrame:
+    """Tidy: one row per set, budget, direction and K."""
+    parts = []
+    for d, name in (("IR", "image retrieval (caption → image)"),
+                    ("TR", "text retrieval (image → caption)")):
+        for k in (1, 5, 10):
+            parts.append(df[["set", "pairs"]].assign(direction=name, K=k, recall=df[f"{d}@{k}"],
+                                                     seed=0))
+    return pd.concat(parts, ignore_index=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# charts
+# ---------------------------------------------------------------------------------------------
+
+
+def _bars(df: pd.DataFrame, metric: str, title: str, order: list[str]) -> alt.LayerChart:
+    import altair as alt
+
+    from iclr_lab.core.charts import palette
+
+    mean = df.groupby("set", sort=False)[metric].mean().reindex(order).reset_index()
+    color = alt.Color("set:N", scale=palette(order, colors=COLORS), legend=None)
+    y = alt.Y("set:N", sort=order, title=None)
+    bars = alt.Chart(mean).mark_bar().encode(
+        x=alt.X(f"{metric}:Q", title=f"{metric} (%)" if metric != "RSUM" else "RSUM (sum of six recalls, %)"),
+        y=y, color=color, tooltip=["set", alt.Tooltip(f"{metric}:Q", format=".1f")])
+    pts = alt.Chart(df).mark_tick(color="black", thickness=2, size=12).encode(
+        x=f"{metric}:Q", y=y, tooltip=["set", "draw", alt.Tooltip(f"{metric}:Q", format=".1f")])
+    return alt.LayerChart(layer=[bars, pts], title=title, width=260, height=190)
+
+
+def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
+    """The chapter's charts: ``recall`` (RSUM and IR@1 of every set), ``movement`` (the experts'
+    per-epoch movement per branch and AMD's ratio rule), ``matching`` (the matching loss during
+    distillation) and ``pairs`` (recall against the number of pairs, precomputed, with a K slider)."""
+    import altair as alt
+
+    from iclr_lab.core.charts import axis, curves, recolor, reference_line, sweep
+
+    rec = report.tables["recall"]
+    rec = rec[rec.kind != "full data"]
+    order = list(SETS)
+    recall = alt.hconcat(_bars(rec, "RSUM", "RSUM (bars: mean over draws; ticks: each draw)", order),
+                         _bars(rec, "IR@1", "IR@1, caption → image", order)).resolve_scale(y="shared")
+    mv = report.tables["movement"]
+    rng = _first_row(report.tables["ranges"])
+    move = curves(mv, x="epoch", y="relative", color="branch",
+                  title="Expert movement per epoch (mean over experts)",
+                  x_title="epoch t", y_title="‖θ(t) − θ(t−1)‖ / first epoch's",
+                  colors={"image": "#1f77b4", "text": "#ff7f0e"})
+    move_chart = alt.layer(move, reference_line(0.5, label="half the first epoch's"))
+    ratio = report.tables["ratio"]
+    rline = alt.Chart(ratio).mark_line(point=True, color="#444").encode(
+        x=alt.X("epoch:Q", title="epoch t"), y=alt.Y("ratio:Q", title="MMD ratio r(t) = image / text",
+                                                    scale=alt.Scale(zero=False)))
+    marks = pd.DataFrame({"epoch": [float(rng["R_V_rule"]), float(rng["R_L_rule"])],
+                          "label": [f"rule's R_V = {rng['R_V_rule']}", f"rule's R_L = {rng['R_L_rule']}"]})
+    vrules = alt.Chart(marks).mark_rule(strokeDash=[2, 2], color="#d62728").encode(x="epoch:Q")
+    vtext = alt.Chart(marks).mark_text(align="left", dx=3, dy=-60, color="#d62728",
+                                       fontSize=11).encode(x="epoch:Q", text="label:N")
+    ratio_chart = alt.layer(rline, reference_line(float(rng["median"]), label="median"), vrules,
+                            vtext, title="AMD's MMD ratio rule", width=300, height=220)
+    movement = axis(alt.hconcat(move_chart, ratio_chart), "epoch", tickMinStep=1, format="d")
+    matching = curves(report.tables["matching"], x="iteration", y="matching_loss", color="set",
+                      title="Matching loss during distillation (10-iteration mean)",
+                      x_title="outer iteration", y_title="normalised matching loss",
+                      color_title="distillation", highlight=HIGHLIGHT, colors=COLORS)
+    long = _pairs_long(_pairs_table())
+    pairs = sweep(long[long.direction.str.startswith("image")], x="pairs", y="recall", param="K",
+                  color="set", log_x=True, start=1, param_label="K",
+                  title="IR@K against the number of pairs (seed 0, precomputed)",
+                  x_title="pairs B", y_title="IR@K (%)", color_title="set", highlight=(AMD,),
+                  colors=COLORS)
+    return {"recall": recall, "movement": movement, "matching": recolor(matching, COLORS),
+            "pairs": pairs}
+
+
+def image_grid(report: Report, sets: tuple[str, ...] = (SYNC_KM, AMD),
+               captions: int = 0) -> Figure:
+    """Matplotlib grid: for each set in ``sets``, its initial pairs' images above the distilled
+    ones (8x8 pixels, the same grey scale); the first ``captions`` distilled pairs get the nearest
+    training caption of their text vector as a title."""
+    import matplotlib.pyplot as plt
+
+    imgs = report.tables["images"]
+    px = [f"px{k}" for k in range(64)]
+    n = int(imgs.pair.max()) + 1
+    fig, axes = plt.subplots(2 * len(sets), n, figsize=(0.55 * n, 1.3 * len(sets) * 1.0 + 0.4),
+                             squeeze=False)
+    for r, name in enumerate(sets):
+        for s, stage in enumerate(("initial", "distilled")):
+            part = imgs[(imgs.set == name) & (imgs.stage == stage)].sort_values("pair")
+            for j, (_, row) in enumerate(part.iterrows()):
+                ax = axes[2 * r + s, j]
+                ax.imshow(row[px].to_numpy(float).reshape(8, 8), cmap="gray_r", vmin=0, vmax=1)
+                ax.set_xticks([])
+                ax.set_yticks([])
+            axes[2 * r + s, 0].set_ylabel(f"{stage}", fontsize=7, rotation=0, ha="right",
+                                          va="center")
+        axes[2 * r, n // 2].set_title(name, fontsize=9)
+    fig.tight_layout(pad=0.2)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# explorer
+# ---------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def _explorer_state() -> tuple[PairedDigits, Trajectories]:
+    data = paired_digits(0)
+    return data, train_experts(data, n_experts=1, epochs=15, seed=0)
+
+
+def explorer_chart(pairs: float = 20, init: str = "k-means", metric: str = "RSUM") -> alt.HConcatChart:
+    """Left: ``metric`` against the number of pairs for every set (precomputed, seed 0), the budget
+    ``pairs`` marked. Right: the ``pairs`` images an initialisation picks at that budget
+    (``init``: "k-means", the SPM prototypes of ``amd-eq-spm``, or "random"), labelled by digit.
+    ``pairs`` is rounded to an integer in [5, 80]."""
+    import altair as alt
+
+    from iclr_lab.core.charts import palette
+
+    b = int(round(min(max(float(pairs), 5), 80)))
+    check_choice("init", init, ("k-means", "random"))
+    check_choice("metric", metric, METRICS)
+    data, traj = _explorer_state()
+    idx = (kmeans_prototypes(data, traj.v[0, -1], traj.l[0, -1], b, 0) if init == "k-means"
+           else random_subset(data, b, 0))
+    table = _pairs_table()
+    order = [s for s in CURVE_SETS if s in set(table.set)]
+    color = alt.Color("set:N", scale=palette(order, colors=COLORS), title="set")
+    x = alt.X("pairs:Q", scale=alt.Scale(type="log", domain=[4, 100], nice=False), title="pairs B",
+              axis=alt.Axis(values=list(PAIRS_GRID)))
+    line = alt.Chart(table).mark_line(point=True).encode(
+        x=x, y=alt.Y(f"{metric}:Q", title=f"{metric} (%)"), color=color,
+        tooltip=["set", "pairs", alt.Tooltip(f"{metric}:Q", format=".1f")])
+    rule = alt.Chart(pd.DataFrame({"pairs": [b]})).mark_rule(strokeDash=[4, 3]).encode(x="pairs:Q")
+    left = alt.layer(line, rule, title=f"{metric} against B (seed 0, precomputed)", width=300,
+                     height=230)
+    cols = 10
+    pix = data.images[idx].reshape(-1, 8, 8)
+    rr, cc = np.meshgrid(np.arange(8), np.arange(8), indexing="ij")
+    grid = pd.DataFrame({
+        "col": np.concatenate([(j % cols) * 9 + cc.ravel() for j in range(b)]),
+        "row": np.concatenate([(j // cols) * 9 + rr.ravel() for j in range(b)]),
+        "ink": pix.reshape(b, -1).ravel().astype(float),
+    })
+    rows_needed = (b + cols - 1) // cols
+    right = alt.Chart(grid).mark_rect().encode(
+        x=alt.X("col:O", axis=None), y=alt.Y("row:O", axis=None),
+        color=alt.Color("ink:Q", scale=alt.Scale(scheme="greys", domain=[0, 1]), legend=None),
+    ).properties(width=cols * 9 * 5, height=rows_needed * 9 * 5,
+                 title=alt.TitleParams(f"The {b} real pairs {init} picks", subtitle=(
+                     f"digits: {' '.join(str(d) for d in np.sort(data.labels[idx])[:40])}"
+                     f"{' …' if b > 40 else ''}")))
+    return alt.hconcat(left, right)
+
+
+def explorer() -> Any:
+    """Live explorer: the budget B, the initialisation (k-means or random) and the metric; shows
+    recall against B (precomputed) and the pairs the initialisation picks (computed live)."""
+    import ipywidgets as widgets
+
+    from iclr_lab.core.widgets import explorer as make
+    from iclr_lab.core.widgets import log_slider
+
+    return make(explorer_chart, pairs=log_slider("pairs B", 20, 5, 80, steps_per_decade=8),
+                init=widgets.Dropdown(options=["k-means", "random"], value="k-means",
+                                      description="initialisation"),
+                metric=widgets.Dropdown(options=list(METRICS), value="RSUM", description="metric"))
+
+
+def numbers(report: Report) -> dict[str, Any]:
+    """The numbers the chapter's prose quotes (glued by name), read off ``report``'s tables."""
+    s = _by_set(report.tables["summary"])
+    rec = report.tables["recall"]
+    distilled = _by_set(rec[rec.kind == "distilled"])
+    rng = _first_row(report.tables["ranges"])
+    out: dict[str, Any] = {k: float(v) for k, v in _first_row(report.tables["setup"]).items()}
+    keys = {RANDOM: "random", STRAT: "strat", KMEANS: "kmeans", SYNC: "sync", SYNC_KM: "sync_km",
+            ASYNC: "async", AMD: "amd", FULL: "full"}
+    for name, key in keys.items():
+        for metric in ("RSUM", "IR@1", "TR@1"):
+            out[f"{metric.lower().replace('@', '')}_{key}"] = float(s[name][metric])
+    for name in CONFIGS:
+        for col in ("lr", "lr_v", "lr_l"):
+            out[f"{col.replace('_', '')}_{keys[name]}"] = float(distilled[name][col])
+
+    def ratio(a: str, b: str, metric: str = "RSUM") -> float:
+        return float(s[a][metric]) / float(s[b][metric])
+
+    out["sync_vs_kmeans"] = ratio(SYNC, KMEANS)
+    out["strat_ratio"] = ratio(STRAT, RANDOM)
+    out["amd_vs_sync_km"] = ratio(AMD, SYNC_KM, "IR@1")
+    out["amd_rsum_vs_sync_km"] = ratio(AMD, SYNC_KM)
+    out["async_rsum_vs_sync"] = ratio(ASYNC, SYNC)
+    for k in ("R_V", "R_L", "R_V_rule", "R_L_rule", "halving_image", "halving_text", "sync_range"):
+        out[k] = float(rng[k])
+    out["rule"] = "MMD rule" if rng["rule"] == "MMD rule" else "fallback rule"
+    gap = int(rng["halving_image"]) - int(rng["halving_text"])
+    out["asynchrony"] = "shows" if gap >= 2 else "does not show"
+    out["halving_gap"] = float(gap)
+    coreset_lr = rec[rec.kind == "coreset"]["lr"].to_numpy(float)
+    out["coreset_lr_min"], out["coreset_lr_max"] = float(coreset_lr.min()), float(coreset_lr.max())
+    return out

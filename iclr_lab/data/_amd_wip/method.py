@@ -1,0 +1,547 @@
+"""AMD's method and its baselines: the paired digits data, the dual encoder, expert trajectories,
+trajectory-matching distillation (synchronous MTT-VL style and AMD's asynchronous starts), k-means
+prototype initialisation (SPM) and the retrieval metrics.
+
+Every network here is a *batch* of independent dual encoders held as flat parameter tensors of
+shape ``(P, D)``; ``P`` models train in one autograd call because their losses are summed and share
+no parameter. Distillation uses ``P = 1``; evaluation trains one model per (learning rate, seed).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from iclr_lab.core.validation import check_choice, check_int, check_range
+
+__all__ = [
+    "EMBED_DIM",
+    "LR_GRID",
+    "TEXT_DIM",
+    "contrastive_loss",
+    "VOCAB",
+    "DistillResult",
+    "PairedDigits",
+    "Trajectories",
+    "async_ranges",
+    "distill",
+    "encode",
+    "evaluate_set",
+    "init_params",
+    "kmeans_prototypes",
+    "matching_loss",
+    "paired_digits",
+    "random_subset",
+    "retrieval_recall",
+    "stratified_subset",
+    "text_encoder",
+    "train_experts",
+    "train_on_set",
+]
+
+IMG_DIM, HIDDEN, EMBED_DIM, TEXT_DIM = 64, 128, 32, 32
+TEMPERATURE = 0.1
+#: learning rates every set (coreset or distilled) is evaluated at; the one with the best
+#: validation RSUM is kept (the same grid and the same rule for every set)
+LR_GRID: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
+
+_DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+_ATTRIBUTES = (("left-leaning", "upright", "right-leaning"), ("faint", "medium-ink", "bold"),
+               ("narrow", "mid-width", "wide"), ("short", "mid-height", "tall"),
+               ("high", "centred", "low"))
+_ROW_WORDS = tuple(tuple(f"row{r}-{w}" for w in ("light", "mid", "heavy")) for r in range(8))
+#: the 49 words of the captions: a digit word, 5 shape attributes and the ink of each of 8 rows
+VOCAB: tuple[str, ...] = (_DIGIT_WORDS + tuple(w for a in _ATTRIBUTES for w in a)
+                          + tuple(w for r in _ROW_WORDS for w in r))
+_TEXT_ENCODER_SEED = 123  # the frozen "pretrained" text encoder is the same in every run
+
+
+# ---------------------------------------------------------------------------------------------
+# data
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PairedDigits:
+    """Image-caption pairs built from scikit-learn's digits (see ``amd-eq-caption``).
+
+    ``images`` are the 64 pixels scaled to [0, 1]; ``tokens`` the 14 word ids of each caption;
+    ``texts`` the frozen text encoder's 32-d embedding of the caption. ``train``, ``val`` and
+    ``test`` index the rows: experts and coresets use ``train``, the evaluation's learning rate is
+    chosen on ``val``, every reported recall is on ``test``.
+    """
+
+    images: np.ndarray
+    tokens: np.ndarray
+    texts: np.ndarray
+    labels: np.ndarray
+    train: np.ndarray
+    val: np.ndarray
+    test: np.ndarray
+
+    def caption(self, i: int) -> str:
+        """The caption of pair ``i`` as words."""
+        return " ".join(VOCAB[t] for t in self.tokens[i])
+
+    def tensors(self, part: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(images, texts)`` of ``part`` ("train", "val" or "test") as float32 tensors."""
+        idx = getattr(self, check_choice("part", part, ("train", "val", "test")))
+        return torch.from_numpy(self.images[idx]), torch.from_numpy(self.texts[idx])
+
+
+def _terciles(x: np.ndarray) -> np.ndarray:
+    """0, 1 or 2: the tercile of each entry of ``x`` over the whole data set."""
+    return np.searchsorted(np.quantile(x, [1 / 3, 2 / 3]), x, side="right")
+
+
+def text_encoder(tokens: np.ndarray) -> np.ndarray:
+    """The frozen text encoder: mean of fixed random word vectors, standardised (``amd-eq-caption``)."""
+    table = np.random.default_rng(_TEXT_ENCODER_SEED).standard_normal((len(VOCAB), TEXT_DIM))
+    pooled = table[tokens].mean(axis=1)
+    return ((pooled - pooled.mean(0)) / pooled.std(0)).astype(np.float32)
+
+
+def paired_digits(seed: int = 0, n_val: int = 200, n_test: int = 500) -> PairedDigits:
+    """The 1797 digits, each paired with a generated 14-word caption; split by a seeded permutation.
+
+    The caption (``amd-eq-caption``) names the digit, five shape attributes (slant, ink mass, width,
+    height, vertical centre) and the ink of each of the 8 rows, each quantised into terciles.
+    """
+    from sklearn.datasets import load_digits
+
+    seed = check_int("seed", seed, 0)
+    x, y = load_digits(return_X_y=True)
+    n = len(y)
+    n_val = check_int("n_val", n_val, 1, n // 2)
+    n_test = check_int("n_test", n_test, 1, n - n_val - 100)
+    img = (x / 16.0).astype(np.float32)
+    pix = img.reshape(n, 8, 8) + 1e-9
+    mass = pix.sum((1, 2))
+    r = np.arange(8.0)
+    row_w, col_w = pix.sum(2) / mass[:, None], pix.sum(1) / mass[:, None]
+    mr, mc = row_w @ r, col_w @ r
+    var_r = row_w @ r**2 - mr**2
+    var_c = col_w @ r**2 - mc**2
+    cov = np.einsum("nrc,r,c->n", pix, r, r) / mass - mr * mc
+    # slant: how far the column moves per row (ink covariance over row variance); sign so that a
+    # stroke leaning right (top to the right) reads "right-leaning"
+    attrs = [-cov / var_r, mass, np.sqrt(var_c), np.sqrt(var_r), mr]
+    words = [y]
+    for k, a in enumerate(attrs):
+        words.append(10 + 3 * k + _terciles(a))
+    rows = pix.sum(2)
+    for k in range(8):
+        words.append(25 + 3 * k + _terciles(rows[:, k]))
+    tokens = np.stack(words, 1).astype(np.int64)
+    perm = np.random.default_rng(seed).permutation(n)
+    return PairedDigits(img, tokens, text_encoder(tokens), y.astype(np.int64),
+                        train=np.sort(perm[n_val + n_test:]), val=np.sort(perm[n_test:n_test + n_val]),
+                        test=np.sort(perm[:n_test]))
+
+
+# ---------------------------------------------------------------------------------------------
+# the dual encoder, as flat parameters
+# ---------------------------------------------------------------------------------------------
+
+#: sizes of the image encoder's tensors (64-128-32 MLP) and of the text branch (a 32x32 linear map
+#: on the frozen text embedding, as AMD's trainable projection on frozen BERT)
+_V_SHAPES = ((IMG_DIM, HIDDEN), (HIDDEN,), (HIDDEN, EMBED_DIM), (EMBED_DIM,))
+_L_SHAPES = ((TEXT_DIM, EMBED_DIM), (EMBED_DIM,))
+DIM_V = sum(math.prod(s) for s in _V_SHAPES)
+DIM_L = sum(math.prod(s) for s in _L_SHAPES)
+
+
+def _unflat(theta: torch.Tensor, shapes: Sequence[tuple[int, ...]]) -> list[torch.Tensor]:
+    out, k = [], 0
+    for s in shapes:
+        size = math.prod(s)
+        out.append(theta[:, k:k + size].reshape(theta.shape[0], *s))
+        k += size
+    return out
+
+
+def init_params(n_models: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n_models`` fresh dual encoders, ``(theta_V, theta_L)`` of shapes ``(P, DIM_V)``,
+    ``(P, DIM_L)``; each layer uniform in ``+-1/sqrt(fan_in)`` as ``torch.nn.Linear``."""
+    n_models = check_int("n_models", n_models, 1)
+
+    def flat(shapes: Sequence[tuple[int, ...]]) -> torch.Tensor:
+        parts: list[torch.Tensor] = []
+        for s in shapes:
+            fan_in = s[0] if len(s) == 2 else parts[-1].shape[1] // s[0]
+            bound = 1.0 / math.sqrt(fan_in)
+            parts.append((torch.rand(n_models, math.prod(s), generator=gen) * 2 - 1) * bound)
+        return torch.cat(parts, 1)
+
+    return flat(_V_SHAPES), flat(_L_SHAPES)
+
+
+def encode(theta_v: torch.Tensor, theta_l: torch.Tensor, images: torch.Tensor,
+           texts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """L2-normalised embeddings ``(P, n, 32)`` of ``n`` images and ``n`` texts under ``P`` models.
+
+    ``images``/``texts`` are shared by all models (``(n, d)``) or per model (``(P, n, d)``).
+    """
+    w1, b1, w2, b2 = _unflat(theta_v, _V_SHAPES)
+    w, b = _unflat(theta_l, _L_SHAPES)
+    h = torch.relu(images @ w1 + b1[:, None])
+    v = h @ w2 + b2[:, None]
+    t = texts @ w + b[:, None]
+    return torch.nn.functional.normalize(v, dim=-1), torch.nn.functional.normalize(t, dim=-1)
+
+
+def contrastive_loss(theta_v: torch.Tensor, theta_l: torch.Tensor, images: torch.Tensor,
+                     texts: torch.Tensor) -> torch.Tensor:
+    """Symmetric InfoNCE (``amd-eq-infonce``), summed over the ``P`` models (each model's own loss
+    is a mean over its pairs, so its gradient is the one it would get alone)."""
+    v, t = encode(theta_v, theta_l, images, texts)
+    logits = v @ t.transpose(1, 2) / TEMPERATURE
+    target = torch.arange(logits.shape[1]).expand(logits.shape[0], -1)
+    ce = torch.nn.functional.cross_entropy
+    return (ce(logits.transpose(1, 2), target, reduction="none").mean(1)
+            + ce(logits, target, reduction="none").mean(1)).sum() / 2
+
+
+# ---------------------------------------------------------------------------------------------
+# metrics
+# ---------------------------------------------------------------------------------------------
+
+
+def retrieval_recall(img_emb: torch.Tensor, txt_emb: torch.Tensor,
+                     ks: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
+    """Recall@K in percent for paired embeddings ``(n, d)`` (row ``i`` of each is a pair).
+
+    ``IR@K`` (image retrieval): a caption queries the ``n`` images, a hit when its own image is
+    among the top ``K``. ``TR@K`` (text retrieval): an image queries the captions. A tie counts in
+    the query's favour (identical captions have identical embeddings, so any copy of the true
+    caption is a hit, as "any of the five captions" in Flickr30k). ``RSUM`` is the sum of the six.
+    """
+    if img_emb.ndim != 2 or img_emb.shape != txt_emb.shape:
+        raise ValueError(f"img_emb and txt_emb must be (n, d) of the same shape, got "
+                         f"{tuple(img_emb.shape)} and {tuple(txt_emb.shape)}")
+    ks = [check_int("k", k, 1, img_emb.shape[0]) for k in ks]
+    sim = img_emb @ txt_emb.T  # sim[i, j]: image i against caption j
+    own = sim.diagonal()
+    # rank = how many candidates score strictly higher than the true one
+    rank_img = (sim > own[None, :]).sum(0)  # caption j queries the images (column j)
+    rank_txt = (sim > own[:, None]).sum(1)  # image i queries the captions (row i)
+    out = {}
+    for k in ks:
+        out[f"IR@{k}"] = 100.0 * float((rank_img < k).float().mean())
+    for k in ks:
+        out[f"TR@{k}"] = 100.0 * float((rank_txt < k).float().mean())
+    out["RSUM"] = sum(out.values())
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# experts
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Trajectories:
+    """Expert checkpoints: ``v[e, t]`` and ``l[e, t]`` are expert ``e``'s image and text parameters
+    after ``t`` epochs (``t = 0`` is the initialisation), ``amd-eq-trajectory``."""
+
+    v: torch.Tensor
+    l: torch.Tensor  # noqa: E741 - the text branch is L in the paper
+
+    @property
+    def n_experts(self) -> int:
+        return int(self.v.shape[0])
+
+    @property
+    def epochs(self) -> int:
+        return int(self.v.shape[1]) - 1
+
+    def movement(self) -> dict[str, np.ndarray]:
+        """Per-epoch movement of each branch, ``||theta_e^(t) - theta_e^(t-1)||`` averaged over the
+        experts (``t = 1..E``), and the linear-kernel MMD of ``amd-eq-mmd`` (the distance between
+        the experts' mean parameters at consecutive epochs)."""
+        out = {}
+        for name, th in (("V", self.v), ("L", self.l)):
+            out[f"move_{name}"] = (th[:, 1:] - th[:, :-1]).norm(dim=2).mean(0).numpy()
+            mean = th.mean(0)
+            out[f"mmd_{name}"] = (mean[1:] - mean[:-1]).norm(dim=1).numpy()
+        return out
+
+
+def train_experts(data: PairedDigits, n_experts: int = 6, epochs: int = 15, batch_size: int = 64,
+                  lr: float = 0.1, lr_text: float | None = None, seed: int = 0) -> Trajectories:
+    """Train ``n_experts`` dual encoders on the training pairs with SGD and symmetric InfoNCE,
+    saving both branches after every epoch (``amd-eq-trajectory``). ``lr_text`` (default ``lr``)
+    is the text branch's rate. The experts train together as one batch of independent models, each
+    with its own initialisation and its own minibatch order."""
+    n_experts = check_int("n_experts", n_experts, 1)
+    epochs = check_int("epochs", epochs, 1)
+    batch_size = check_int("batch_size", batch_size, 2)
+    lr = check_range("lr", lr, 0, low_open=True)
+    lr_l = lr if lr_text is None else check_range("lr_text", lr_text, 0, low_open=True)
+    gen = torch.Generator().manual_seed(check_int("seed", seed, 0))
+    x, t = data.tensors("train")
+    n = x.shape[0]
+    theta_v, theta_l = init_params(n_experts, gen)
+    vs, ls = [theta_v.clone()], [theta_l.clone()]
+    for _ in range(epochs):
+        order = torch.stack([torch.randperm(n, generator=gen) for _ in range(n_experts)])
+        for start in range(0, n - batch_size + 1, batch_size):
+            idx = order[:, start:start + batch_size]
+            theta_v.requires_grad_(True)
+            theta_l.requires_grad_(True)
+            loss = contrastive_loss(theta_v, theta_l, x[idx], t[idx])
+            gv, gl = torch.autograd.grad(loss, (theta_v, theta_l))
+            theta_v = (theta_v - lr * gv).detach()
+            theta_l = (theta_l - lr_l * gl).detach()
+        vs.append(theta_v.clone())
+        ls.append(theta_l.clone())
+    return Trajectories(torch.stack(vs, 1), torch.stack(ls, 1))
+
+
+def async_ranges(traj: Trajectories, expert_epochs: int = 2) -> dict[str, object]:
+    """AMD's MMD dynamic-sampling rule (``amd-eq-ranges``) for the start ranges ``R_V``, ``R_L``.
+
+    ``r_t = MMD_V,t / MMD_L,t``; ``R_V = min{t : r_t > median r}``, ``R_L = max{t : r_t <= median r}``,
+    both capped at ``E - M`` so that ``t + M <= E``. The rule as transcribed does not ensure
+    ``R_V > R_L``; when it does not hold, the fallback (inferred, labelled ``"fallback"``) sets
+    ``R_L`` to the first epoch where the text branch's movement falls below half its first-epoch
+    value, and ``R_V = E - M``.
+    """
+    m = check_int("expert_epochs", expert_epochs, 1, traj.epochs - 1)
+    mv = traj.movement()
+    ratio = mv["mmd_V"] / (mv["mmd_L"] + 1e-12)
+    t = np.arange(1, traj.epochs + 1)
+    med = float(np.median(ratio))
+    cap = traj.epochs - m
+    r_v_rule = int(min(t[ratio > med].min(), cap)) if (ratio > med).any() else cap
+    r_l_rule = int(min(t[ratio <= med].max(), cap))
+    rule = "MMD rule"
+    r_v, r_l = r_v_rule, r_l_rule
+    if r_v <= r_l:
+        rule = "fallback"
+        below = t[mv["move_L"] < 0.5 * mv["move_L"][0]]
+        r_l = int(min(below.min(), cap)) if len(below) else cap
+        r_v = cap
+    return {"R_V": r_v, "R_L": r_l, "rule": rule, "R_V_rule": r_v_rule, "R_L_rule": r_l_rule,
+            "ratio": ratio, "median": med}
+
+
+# ---------------------------------------------------------------------------------------------
+# coresets and SPM
+# ---------------------------------------------------------------------------------------------
+
+
+def random_subset(data: PairedDigits, n_pairs: int, seed: int = 0) -> np.ndarray:
+    """``n_pairs`` training pairs drawn uniformly without replacement (row ids into ``data``)."""
+    n_pairs = check_int("n_pairs", n_pairs, 1, len(data.train))
+    return np.sort(np.random.default_rng(check_int("seed", seed, 0)).choice(data.train, n_pairs,
+                                                                            replace=False))
+
+
+def stratified_subset(data: PairedDigits, n_pairs: int, seed: int = 0) -> np.ndarray:
+    """``n_pairs`` training pairs with the digit classes as equal as possible (a random class
+    gets each leftover pair), drawn at random within each class."""
+    n_pairs = check_int("n_pairs", n_pairs, 1, len(data.train))
+    rng = np.random.default_rng(check_int("seed", seed, 0))
+    labels = data.labels[data.train]
+    classes = np.unique(labels)
+    counts = np.full(len(classes), n_pairs // len(classes))
+    counts[rng.choice(len(classes), n_pairs % len(classes), replace=False)] += 1
+    picks = [rng.choice(data.train[labels == c], k, replace=False)
+             for c, k in zip(classes, counts, strict=True) if k]
+    return np.sort(np.concatenate(picks))
+
+
+def kmeans_prototypes(data: PairedDigits, theta_v: torch.Tensor, theta_l: torch.Tensor,
+                      n_pairs: int, seed: int = 0) -> np.ndarray:
+    """SPM initialisation (``amd-eq-spm``): k-means with ``K = n_pairs`` on the joint features
+    ``[v_i; l_i]`` of the training pairs under a trained encoder ``(theta_V, theta_L)`` (one model,
+    shapes ``(DIM_V,)``/``(DIM_L,)``), each modality L2-normalised so neither dominates; returns
+    the training pair nearest each centroid (distinct pairs; with ``K = N`` every pair)."""
+    from sklearn.cluster import KMeans
+
+    n_pairs = check_int("n_pairs", n_pairs, 1, len(data.train))
+    x, t = data.tensors("train")
+    with torch.no_grad():
+        v, lt = encode(theta_v.reshape(1, -1), theta_l.reshape(1, -1), x, t)
+    feats = torch.cat([v[0], lt[0]], 1).numpy().astype(np.float64)
+    km = KMeans(n_clusters=n_pairs, n_init=1, random_state=check_int("seed", seed, 0)).fit(feats)
+    dist = ((feats[None] - km.cluster_centers_[:, None]) ** 2).sum(-1)  # (K, N)
+    chosen: list[int] = []
+    taken = np.zeros(len(feats), bool)
+    # each centroid takes its nearest pair not already taken (closest centroids choose first)
+    for c in np.argsort(dist.min(1)):
+        j = int(np.argmin(np.where(taken, np.inf, dist[c])))
+        taken[j] = True
+        chosen.append(j)
+    return np.sort(data.train[chosen])
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation
+# ---------------------------------------------------------------------------------------------
+
+
+def train_on_set(images: torch.Tensor, texts: torch.Tensor, lrs: Sequence[float], steps: int,
+                 gen: torch.Generator, n_inits: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fresh dual encoders trained with full-batch SGD on a small set, one per (lr, init):
+    returns ``(theta_V, theta_L)`` with ``len(lrs) * n_inits`` rows, lr-major."""
+    lr = torch.tensor([float(r) for r in lrs for _ in range(n_inits)])[:, None]
+    theta_v, theta_l = init_params(len(lr), gen)
+    for _ in range(steps):
+        theta_v.requires_grad_(True)
+        theta_l.requires_grad_(True)
+        gv, gl = torch.autograd.grad(contrastive_loss(theta_v, theta_l, images, texts),
+                                     (theta_v, theta_l))
+        theta_v = (theta_v - lr * gv).detach()
+        theta_l = (theta_l - lr * gl).detach()
+    return theta_v, theta_l
+
+
+def _recalls(theta_v: torch.Tensor, theta_l: torch.Tensor, images: torch.Tensor,
+             texts: torch.Tensor) -> list[dict[str, float]]:
+    with torch.no_grad():
+        v, t = encode(theta_v, theta_l, images, texts)
+    return [retrieval_recall(v[p], t[p]) for p in range(v.shape[0])]
+
+
+def evaluate_set(data: PairedDigits, images: torch.Tensor, texts: torch.Tensor, *,
+                 lrs: Sequence[float] = LR_GRID, n_inits: int = 3, steps: int = 150,
+                 seed: int = 0) -> dict[str, float]:
+    """Train fresh models on a set of pairs and report test recall at the validation-chosen rate.
+
+    For every rate in ``lrs`` (the same grid for every set, coresets and distilled sets alike),
+    ``n_inits`` fresh models train ``steps`` full-batch SGD steps on ``(images, texts)``; the rate
+    whose models have the best mean validation RSUM is kept, and its models' mean test recalls are
+    returned (with ``lr``, the rate chosen).
+    """
+    n_inits = check_int("n_inits", n_inits, 1)
+    steps = check_int("steps", steps, 1)
+    if not lrs:
+        raise ValueError("lrs must hold at least one learning rate")
+    lrs = [check_range("lrs", r, 0, low_open=True) for r in lrs]
+    gen = torch.Generator().manual_seed(check_int("seed", seed, 0))
+    theta_v, theta_l = train_on_set(images.detach(), texts.detach(), lrs, steps, gen, n_inits)
+    val = _recalls(theta_v, theta_l, *data.tensors("val"))
+    val_rsum = [np.nanmean([val[i * n_inits + j]["RSUM"] for j in range(n_inits)])
+                for i in range(len(lrs))]
+    best = int(np.nanargmax(np.nan_to_num(val_rsum, nan=-1.0)))
+    keep = slice(best * n_inits, (best + 1) * n_inits)
+    test = _recalls(theta_v[keep], theta_l[keep], *data.tensors("test"))
+    out = {k: float(np.mean([r[k] for r in test])) for k in test[0]}
+    out["lr"] = lrs[best]
+    out["val_RSUM"] = float(val_rsum[best])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# trajectory matching
+# ---------------------------------------------------------------------------------------------
+
+
+def matching_loss(student_v: torch.Tensor, student_l: torch.Tensor, start_v: torch.Tensor,
+                  start_l: torch.Tensor, target_v: torch.Tensor,
+                  target_l: torch.Tensor) -> torch.Tensor:
+    """Normalised parameter matching (``amd-eq-match``): for each branch, the squared distance of
+    the student's end point to the expert's target over the squared length of the expert's segment,
+    summed over the two branches (2 when the student has not moved)."""
+    def part(s: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return ((s - b) ** 2).sum() / ((a - b) ** 2).sum().clamp_min(1e-12)
+
+    return part(student_v, start_v, target_v) + part(student_l, start_l, target_l)
+
+
+@dataclass(frozen=True)
+class DistillResult:
+    """A distilled set: ``images`` (B, 64), ``texts`` (B, 32) in the frozen text embedding space,
+    the learned student rates ``lr_v``/``lr_l``, the pairs it started from (``init_rows``), the
+    start ranges used, and the matching loss of each outer iteration (``losses``)."""
+
+    images: torch.Tensor
+    texts: torch.Tensor
+    lr_v: float
+    lr_l: float
+    init_rows: np.ndarray
+    ranges: tuple[int, int]
+    losses: np.ndarray
+
+
+def distill(data: PairedDigits, experts: Trajectories, *, method: str = "mtt", n_pairs: int = 20,
+            init: str = "random", iterations: int = 300, syn_steps: int = 10,
+            expert_epochs: int = 2, sync_range: int | None = None, ranges: tuple[int, int] | None = None,
+            lr_data: float = 1e-2, lr_student: float = 0.1, seed: int = 0) -> DistillResult:
+    """Distil ``n_pairs`` image-text pairs by trajectory matching (``amd-eq-match``).
+
+    Each outer iteration takes the next expert (in a seeded random order), draws the start epochs,
+    runs ``syn_steps`` full-batch SGD steps of the student from the expert's checkpoint on the
+    synthetic pairs with the learnable rates ``eta_V``, ``eta_L``, keeps the graph, and takes one
+    Adam step on the synthetic images, synthetic text embeddings and ``log eta`` against the
+    matching loss.
+
+    * ``method="mtt"``: synchronous, one start ``s ~ U{0..sync_range}`` for both branches
+      (``amd-eq-sync``), as MTT-VL and LoRS (default ``sync_range``: ``min(5, E - M)``);
+    * ``method="amd"``: asynchronous, ``t_V ~ U{0..R_V}`` and ``t_L ~ U{0..R_L}`` drawn
+      independently (``amd-eq-async``), with ``(R_V, R_L) = ranges`` or, if ``None``, from
+      :func:`async_ranges`.
+
+    ``init`` is ``"random"`` (real pairs drawn at random) or ``"kmeans"`` (SPM,
+    :func:`kmeans_prototypes` on the first expert's end point).
+    """
+    check_choice("method", method, ("mtt", "amd"))
+    check_choice("init", init, ("random", "kmeans"))
+    n_pairs = check_int("n_pairs", n_pairs, 1, len(data.train))
+    iterations = check_int("iterations", iterations, 1)
+    syn_steps = check_int("syn_steps", syn_steps, 0)
+    m = check_int("expert_epochs", expert_epochs, 1, experts.epochs - 1)
+    sync_range = (min(5, experts.epochs - m) if sync_range is None
+                  else check_int("sync_range", sync_range, 0, experts.epochs - m))
+    lr_data = check_range("lr_data", lr_data, 0, low_open=True)
+    lr_student = check_range("lr_student", lr_student, 0, low_open=True)
+    seed = check_int("seed", seed, 0)
+    if method == "mtt":
+        r_v = r_l = sync_range
+    elif ranges is None:
+        rr = async_ranges(experts, m)
+        r_v, r_l = int(rr["R_V"]), int(rr["R_L"])  # type: ignore[call-overload]
+    else:
+        r_v = check_int("ranges[0]", ranges[0], 0, experts.epochs - m)
+        r_l = check_int("ranges[1]", ranges[1], 0, experts.epochs - m)
+    rows = (kmeans_prototypes(data, experts.v[0, -1], experts.l[0, -1], n_pairs, seed)
+            if init == "kmeans" else random_subset(data, n_pairs, seed))
+    gen = torch.Generator().manual_seed(seed)
+    images = torch.from_numpy(data.images[rows]).clone().requires_grad_(True)
+    texts = torch.from_numpy(data.texts[rows]).clone().requires_grad_(True)
+    log_lr = torch.full((2,), math.log(lr_student), requires_grad=True)
+    opt = torch.optim.Adam([images, texts, log_lr], lr=lr_data)
+    order = torch.randperm(experts.n_experts * ((iterations // experts.n_experts) + 1),
+                           generator=gen) % experts.n_experts
+    losses = np.empty(iterations)
+    for it in range(iterations):
+        e = int(order[it])
+        t_v = int(torch.randint(0, r_v + 1, (1,), generator=gen))
+        # synchronous matching draws one start for both branches (amd-eq-sync)
+        t_l = t_v if method == "mtt" else int(torch.randint(0, r_l + 1, (1,), generator=gen))
+        start_v, start_l = experts.v[e, t_v], experts.l[e, t_l]
+        th_v, th_l = start_v[None].clone(), start_l[None].clone()
+        eta = log_lr.exp()
+        for _ in range(syn_steps):
+            if not th_v.requires_grad:
+                th_v.requires_grad_(True)
+                th_l.requires_grad_(True)
+            gv, gl = torch.autograd.grad(contrastive_loss(th_v, th_l, images, texts), (th_v, th_l),
+                                         create_graph=True)
+            th_v, th_l = th_v - eta[0] * gv, th_l - eta[1] * gl
+        loss = matching_loss(th_v[0], th_l[0], start_v, start_l, experts.v[e, t_v + m],
+                             experts.l[e, t_l + m])
+        opt.zero_grad()
+        if loss.requires_grad:
+            loss.backward()
+            opt.step()
+        losses[it] = float(loss.detach())
+    lr_v, lr_l = (float(v) for v in log_lr.detach().exp())
+    return DistillResult(images.detach().clone(), texts.detach().clone(), lr_v, lr_l, rows,
+                         (r_v, r_l), losses)

@@ -1,0 +1,339 @@
+"""Tests for iclr_lab.data.amd: the paired data, the retrieval metrics, the dual encoder, expert
+trajectories, SPM prototypes, AMD's range rule, trajectory matching and the chapter's experiments."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from iclr_lab.core.report import Report
+from iclr_lab.data._amd_wip import (
+    LR_GRID,
+    VOCAB,
+    Trajectories,
+    async_ranges,
+    contrastive_loss,
+    distill,
+    evaluate_set,
+    explorer,
+    init_params,
+    kmeans_prototypes,
+    matching_loss,
+    paired_digits,
+    random_subset,
+    reproduce,
+    retrieval_recall,
+    stratified_subset,
+    train_experts,
+    train_on_set,
+)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return paired_digits(0)
+
+
+@pytest.fixture(scope="module")
+def experts(data):
+    return train_experts(data, n_experts=2, epochs=4, seed=0)
+
+
+# ------------------------------------------------------------------ data
+
+
+def test_captions_name_the_digit_and_use_49_words(data):
+    assert len(VOCAB) == len(set(VOCAB)) == 49
+    assert data.tokens.shape == (1797, 14)
+    assert (data.tokens[:, 0] == data.labels).all()  # the first word is the digit
+    # every attribute word comes from its own group of three
+    for k in range(1, 14):
+        lo = 10 + 3 * (k - 1)
+        assert ((data.tokens[:, k] >= lo) & (data.tokens[:, k] < lo + 3)).all()
+    assert data.caption(0).split()[0] == VOCAB[data.labels[0]]
+
+
+def test_split_is_a_disjoint_partition_fixed_by_the_seed(data):
+    parts = np.concatenate([data.train, data.val, data.test])
+    assert np.array_equal(np.sort(parts), np.arange(1797))
+    assert (len(data.train), len(data.val), len(data.test)) == (1097, 200, 500)
+    assert np.array_equal(paired_digits(0).test, data.test)
+    assert not np.array_equal(paired_digits(1).test, data.test)
+
+
+def test_text_encoder_is_frozen_and_standardised(data):
+    assert np.array_equal(paired_digits(3).texts, data.texts)  # same encoder at every seed
+    np.testing.assert_allclose(data.texts.mean(0), 0, atol=1e-5)
+    np.testing.assert_allclose(data.texts.std(0), 1, atol=1e-4)
+    same = (data.tokens[:, None] == data.tokens[None, :50]).all(-1)  # identical captions ...
+    i, j = np.argwhere(same & ~np.eye(1797, 50, dtype=bool))[0]
+    assert np.array_equal(data.texts[i], data.texts[j])  # ... have identical embeddings
+
+
+# ------------------------------------------------------------------ retrieval
+
+
+def test_recall_of_a_perfect_and_of_a_reversed_pairing():
+    e = torch.eye(12)
+    r = retrieval_recall(e, e)
+    assert all(v == 100.0 for k, v in r.items() if k != "RSUM") and r["RSUM"] == 600.0
+    # captions shifted by one: image i's own caption (i) ranks second behind caption i+1
+    v = torch.nn.functional.normalize(torch.eye(12) + 2.0 * torch.roll(torch.eye(12), 1, 1), dim=1)
+    r = retrieval_recall(v, torch.eye(12))
+    assert r["TR@1"] == 0.0 and r["TR@5"] == 100.0
+    assert r["IR@1"] == 0.0 and r["IR@5"] == 100.0
+
+
+def test_recall_directions_are_not_swapped():
+    # image 0 matches every caption best: captions query images (IR) always find image 0 first,
+    # so only caption 0 hits at K = 1; images query captions (TR) each find their own caption
+    img = torch.tensor([[2.0, 2.0, 2.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    txt = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    r = retrieval_recall(img, txt, ks=(1,))
+    assert r["IR@1"] == pytest.approx(100 / 3)
+    assert r["TR@1"] == pytest.approx(100.0)
+
+
+def test_a_tie_with_an_identical_caption_counts_as_a_hit():
+    img = torch.tensor([[1.0, 0.0], [0.6, 0.8]])
+    txt = torch.tensor([[1.0, 0.0], [1.0, 0.0]])  # two identical captions
+    # each image ties its own caption with the other copy: both are hits (an argsort would
+    # rank one copy second and count a miss)
+    assert retrieval_recall(img, txt, ks=(1,))["TR@1"] == 100.0
+    assert retrieval_recall(img, torch.tensor([[1.0, 0.0], [0.0, 1.0]]), ks=(1,))["TR@1"] == 100.0
+
+
+def test_recall_rejects_bad_shapes_and_k():
+    with pytest.raises(ValueError, match="same shape"):
+        retrieval_recall(torch.zeros(3, 2), torch.zeros(4, 2))
+    with pytest.raises(ValueError, match="k must be"):
+        retrieval_recall(torch.eye(3), torch.eye(3), ks=(5,))
+
+
+# ------------------------------------------------------------------ the dual encoder
+
+
+def test_batched_models_get_their_own_gradients(data):
+    gen = torch.Generator().manual_seed(0)
+    tv, tl = init_params(3, gen)
+    tv.requires_grad_(True)
+    tl.requires_grad_(True)
+    x, t = data.tensors("train")
+    gv, _ = torch.autograd.grad(contrastive_loss(tv, tl, x[:16], t[:16]), (tv, tl))
+    one = tv[1:2].detach().clone().requires_grad_(True)
+    g1, = torch.autograd.grad(contrastive_loss(one, tl[1:2].detach(), x[:16], t[:16]), (one,))
+    torch.testing.assert_close(gv[1:2], g1)
+
+
+def test_infonce_of_perfectly_aligned_embeddings_is_small_and_of_random_is_log_n():
+    n = 8
+    # a text branch that is the identity and images equal to the texts' first 32 coordinates
+    # cannot be built through the MLP, so check the loss at initialisation instead: near log n
+    gen = torch.Generator().manual_seed(1)
+    tv, tl = init_params(1, gen)
+    x, t = torch.rand(n, 64, generator=gen), torch.randn(n, 32, generator=gen)
+    loss = float(contrastive_loss(tv * 0, tl, x, t))  # image embeddings all equal: uniform logits
+    assert loss == pytest.approx(np.log(n), rel=1e-5)
+
+
+def test_experts_learn_and_record_every_epoch(data, experts):
+    assert experts.v.shape[:2] == experts.l.shape[:2] == (2, 5)
+    x, t = data.tensors("test")
+    with torch.no_grad():
+        start = float(contrastive_loss(experts.v[:, 0], experts.l[:, 0], x, t))
+        end = float(contrastive_loss(experts.v[:, -1], experts.l[:, -1], x, t))
+    assert end < 0.7 * start
+
+
+def test_training_on_a_set_fits_it():
+    gen = torch.Generator().manual_seed(0)
+    x, t = torch.rand(10, 64, generator=gen), torch.randn(10, 32, generator=gen)
+    tv0, tl0 = init_params(1, torch.Generator().manual_seed(5))
+    tv, tl = train_on_set(x, t, [1.0], 200, torch.Generator().manual_seed(5))
+    assert float(contrastive_loss(tv, tl, x, t)) < 0.5 * float(contrastive_loss(tv0, tl0, x, t))
+
+
+def test_evaluation_keeps_the_rate_with_the_best_validation_rsum(data):
+    rows = random_subset(data, 10, 0)
+    imgs, txts = torch.from_numpy(data.images[rows]), torch.from_numpy(data.texts[rows])
+    out = evaluate_set(data, imgs, txts, lrs=(0.01, 1.0), n_inits=1, steps=30)
+    assert out["lr"] in (0.01, 1.0)
+    other = evaluate_set(data, imgs, txts, lrs=(0.01,) if out["lr"] == 1.0 else (1.0,),
+                         n_inits=1, steps=30)
+    assert out["val_RSUM"] >= other["val_RSUM"]
+    assert 0 <= out["IR@1"] <= 100 and out["RSUM"] == pytest.approx(
+        sum(out[k] for k in ("IR@1", "IR@5", "IR@10", "TR@1", "TR@5", "TR@10")))
+    assert set(LR_GRID) >= {0.1, 1.0}
+
+
+# ------------------------------------------------------------------ coresets and SPM
+
+
+def test_coresets_are_distinct_training_pairs(data, experts):
+    for rows in (random_subset(data, 20, 1), stratified_subset(data, 20, 1),
+                 kmeans_prototypes(data, experts.v[0, -1], experts.l[0, -1], 20, 1)):
+        assert len(rows) == len(set(rows)) == 20
+        assert np.isin(rows, data.train).all()
+    counts = np.bincount(data.labels[stratified_subset(data, 23, 2)], minlength=10)
+    assert counts.min() >= 2 and counts.max() <= 3 and counts.sum() == 23
+
+
+def test_spm_with_k_equal_n_returns_the_whole_training_set(data, experts):
+    small = paired_digits(0)
+    object.__setattr__(small, "train", small.train[:40])
+    rows = kmeans_prototypes(small, experts.v[0, -1], experts.l[0, -1], 40, 0)
+    assert np.array_equal(rows, np.sort(small.train))
+
+
+def test_spm_covers_the_feature_space_better_than_random(data, experts):
+    from iclr_lab.data._amd_wip.method import encode
+
+    x, t = data.tensors("train")
+    with torch.no_grad():
+        v, lt = encode(experts.v[0, -1:], experts.l[0, -1:], x, t)
+    f = torch.cat([v[0], lt[0]], 1)
+    pos = {int(r): i for i, r in enumerate(data.train)}
+
+    def coverage(rows):
+        return float(torch.cdist(f, f[[pos[int(r)] for r in rows]]).min(1).values.mean())
+
+    km = kmeans_prototypes(data, experts.v[0, -1], experts.l[0, -1], 20, 0)
+    rand = np.mean([coverage(random_subset(data, 20, s)) for s in range(5)])
+    assert coverage(km) < rand
+
+
+# ------------------------------------------------------------------ AMD's ranges
+
+
+def _fake_trajectories(move_v, move_l):
+    """Two identical experts moving along one coordinate by the given per-epoch steps."""
+    def path(moves, dim):
+        steps = np.concatenate([[0.0], np.cumsum(moves)])
+        th = torch.zeros(2, len(steps), dim)
+        th[:, :, 0] = torch.tensor(steps, dtype=torch.float32)
+        return th
+    return Trajectories(path(move_v, 4), path(move_l, 3))
+
+
+def test_the_ratio_rule_as_written():
+    # ratio r_t = t (image keeps moving while text slows): median 3.5 of 1..6 (wait: E=6, M=2)
+    mv = np.ones(6)
+    ml = 1.0 / np.arange(1, 7)
+    rr = async_ranges(_fake_trajectories(mv, ml), expert_epochs=2)
+    np.testing.assert_allclose(rr["ratio"], np.arange(1, 7), rtol=1e-5)
+    # R_V = min{t : r_t > 3.5} = 4, R_L = max{t : r_t <= 3.5} = 3: the rule orders them
+    assert (rr["R_V_rule"], rr["R_L_rule"], rr["rule"]) == (4, 3, "MMD rule")
+    assert (rr["R_V"], rr["R_L"]) == (4, 3)
+
+
+def test_the_fallback_when_the_rule_inverts_the_ranges():
+    ml = np.array([1.0, 0.8, 0.6, 0.4, 0.3, 0.2])  # text halves at epoch 4
+    mv = ml * np.array([3.0, 1.0, 1.0, 1.0, 1.0, 1.0])  # ratio falls: the rule gives R_V < R_L
+    rr = async_ranges(_fake_trajectories(mv, ml), expert_epochs=2)
+    assert rr["rule"] == "fallback" and rr["R_V_rule"] <= rr["R_L_rule"]
+    assert (rr["R_V"], rr["R_L"]) == (4, 4)  # R_V = E - M = 4; R_L = first epoch below half = 4
+
+
+# ------------------------------------------------------------------ trajectory matching
+
+
+def test_matching_loss_is_two_when_the_student_does_not_move(data, experts):
+    res = distill(data, experts, n_pairs=5, iterations=4, syn_steps=0, sync_range=2)
+    np.testing.assert_allclose(res.losses, 2.0, rtol=1e-6)
+    a, b = torch.randn(7), torch.randn(7)
+    assert float(matching_loss(b, a, a, a, b, torch.zeros(7))) == pytest.approx(1.0)
+
+
+def test_amd_with_both_ranges_at_zero_is_synchronous_matching(data, experts):
+    kw = dict(n_pairs=6, iterations=5, syn_steps=3, seed=4)
+    sync = distill(data, experts, method="mtt", sync_range=0, **kw)
+    amd = distill(data, experts, method="amd", ranges=(0, 0), **kw)
+    torch.testing.assert_close(sync.images, amd.images)
+    np.testing.assert_array_equal(sync.losses, amd.losses)
+
+
+def test_distillation_reduces_the_matching_loss(data, experts):
+    res = distill(data, experts, n_pairs=10, iterations=40, syn_steps=4, sync_range=0, seed=1,
+                  lr_data=3e-2)
+    assert res.losses[-10:].mean() < res.losses[:10].mean()
+    assert res.lr_v > 0 and res.lr_l > 0
+    assert not torch.equal(res.images, torch.from_numpy(data.images[res.init_rows]))
+
+
+def test_distill_starts_from_the_requested_initialisation(data, experts):
+    res = distill(data, experts, n_pairs=8, iterations=1, syn_steps=0, init="kmeans", sync_range=1)
+    km = kmeans_prototypes(data, experts.v[0, -1], experts.l[0, -1], 8, 0)
+    np.testing.assert_array_equal(res.init_rows, km)
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"n_pairs": 0}, "n_pairs"),
+    ({"method": "lors"}, "method"),
+    ({"init": "herding"}, "init"),
+    ({"iterations": 0}, "iterations"),
+    ({"expert_epochs": 4}, "expert_epochs"),
+    ({"lr_data": 0.0}, "lr_data"),
+    ({"method": "amd", "ranges": (3, 0)}, "ranges"),
+    ({"seed": -1}, "seed"),
+])
+def test_distill_rejects_bad_arguments(data, experts, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        distill(data, experts, **kwargs)
+
+
+def test_other_bad_arguments_are_named(data):
+    with pytest.raises(ValueError, match="n_pairs"):
+        random_subset(data, 0)
+    with pytest.raises(ValueError, match="n_pairs"):
+        stratified_subset(data, 5000)
+    with pytest.raises(ValueError, match="lr"):
+        train_experts(data, lr=-1.0)
+    with pytest.raises(ValueError, match="part"):
+        data.tensors("holdout")
+    with pytest.raises(ValueError, match="scale"):
+        reproduce(scale="huge")
+    with pytest.raises(TypeError, match="n_pairs"):
+        random_subset(data, 2.5)
+
+
+# ------------------------------------------------------------------ experiments
+
+
+def test_smoke_report_has_the_grid_and_claims():
+    r = reproduce(scale="smoke", seed=0)
+    assert isinstance(r, Report)
+    names = [c.name for c in r.claims]
+    assert names == ["pipeline", "kmeans_coreset", "distill_vs_random", "init_helps", "async_gain"]
+    s = r.tables["summary"].set_index("set")
+    claim = r.claim("kmeans_coreset")
+    assert claim.measured == pytest.approx(s.loc["k-means coreset (SPM)", "RSUM"]
+                                           / s.loc["random coreset", "RSUM"])
+    assert {c.kind for c in r.claims} == {"sanity", "derivation", "paper"}
+    assert r.claim("async_gain").source == "paper" and not r.claim("async_gain").expected
+    rng = r.tables["ranges"].iloc[0]
+    assert 0 <= rng["R_L"] and rng["R_V"] <= 6 - 2
+    for chart in r.charts().values():
+        chart.to_dict()
+
+
+def test_explorer_redraws_when_a_control_moves():
+    w = explorer()
+    before = w.result.to_dict()
+    w.children[0].value = 40
+    assert w.result.to_dict() != before
+
+
+def test_the_precomputed_pairs_table_has_every_set_and_budget():
+    from iclr_lab.data._amd_wip.experiments import CURVE_SETS, PAIRS_GRID, _pairs_table, recall_vs_pairs
+
+    table = _pairs_table()
+    assert sorted(map(tuple, table[["set", "pairs"]].to_numpy().tolist())) == sorted(
+        (s, b) for s in CURVE_SETS for b in PAIRS_GRID)
+    rsum = table[["IR@1", "IR@5", "IR@10", "TR@1", "TR@5", "TR@10"]].sum(1)
+    np.testing.assert_allclose(rsum, table["RSUM"], atol=0.05)
+    fresh = recall_vs_pairs(pairs=(4,), scale="smoke", sets=("random coreset", "sync TM"))
+    assert list(fresh.columns) == list(table.columns) and len(fresh) == 2
