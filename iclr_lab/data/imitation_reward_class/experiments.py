@@ -559,14 +559,14 @@ def mistakes_chart(q: float = 0.1, gamma: float = 0.5, pairs: float = 50, seed: 
     """Cumulative mistakes of Algorithm 1 and soft majority vote on the paired decoys with a
     demonstrator that errs with probability ``q`` (errors a decoy accepts), against round, with the
     Theorem 4 bound ``imitation_reward_class-eq-thm4`` evaluated on Algorithm 1's run."""
-    import altair as alt
-    import pandas as pd
-
-    from iclr_lab.core.charts import palette
-
     check_range("q", q, 0.0, 1.0)
     gamma = check_range("gamma", gamma, 0.0, 1.0, low_open=True, high_open=True)
     M = check_int("pairs", int(round(check_range("pairs", pairs, 1, 1000))), 1)  # noqa: N806
+
+    import altair as alt  # after the checks: a bad argument fails fast
+    import pandas as pd
+
+    from iclr_lab.core.charts import palette
     inst = make_instance("paired", size=M)
     ys = (np.random.default_rng([seed, 8]).uniform(size=M) < q).astype(int)
     rows = []
