@@ -2,8 +2,11 @@
 
 PyVRP works on integers, so coordinates-derived distances, times and limits are multiplied by
 ``SCALE = 10**4`` and rounded, demands are the integers 1..9 with capacity ``Q`` (RouteFinder's
-recipe). Its routes are re-evaluated in float by :func:`~iclr_lab.routing.checker.check_solution`,
-so every reported cost is in the instance's own units. The conversions:
+recipe, with one change: travel and service times, distances and earliest starts are rounded up,
+latest starts and limits down, so a route PyVRP finds feasible in integers is feasible in floats
+too; plain rounding can let a tight route through by a few 1e-4). Its routes are re-evaluated in
+float by :func:`~iclr_lab.routing.checker.check_solution`, so every reported cost is in the
+instance's own units. The conversions:
 
 * open routes (O): every arc into the depot has distance and duration 0;
 * backhauls (B): clients get a delivery or a pickup, and pickup -> delivery arcs are forbidden with a
@@ -72,28 +75,31 @@ def _model(instance: VRPBatch) -> Any:
     is_open = bool(instance.open_route[0])
     has_tw = bool(torch.isfinite(tw[1:, 1]).any())
 
-    def ints(x: float) -> int:
-        return round(x * SCALE)
+    def up(x: float) -> int:  # conservative for travel, service, earliest starts
+        return math.ceil(x * SCALE - 1e-9)
+
+    def down(x: float) -> int:  # conservative for latest starts and limits
+        return math.floor(x * SCALE + 1e-9)
 
     m = pyvrp.Model()
-    depot_late = ints(float(tw[0, 1])) if has_tw else pyvrp.constants.MAX_VALUE
+    depot_late = down(float(tw[0, 1])) if has_tw else pyvrp.constants.MAX_VALUE
     where = [m.add_location(float(locs[c, 0]), float(locs[c, 1])) for c in range(n + 1)]
     depot = m.add_depot(where[0], tw_early=0, tw_late=depot_late)
     m.add_vehicle_type(num_available=n, capacity=cap, start_depot=depot, end_depot=depot, tw_early=0,
                        tw_late=depot_late,
-                       max_distance=ints(limit) if math.isfinite(limit) else pyvrp.constants.MAX_VALUE)
+                       max_distance=down(limit) if math.isfinite(limit) else pyvrp.constants.MAX_VALUE)
     for c in range(1, n + 1):
         late = float(tw[c, 1])
         m.add_client(
             where[c], delivery=q[c], pickup=p[c],
-            service_duration=ints(svc[c]), tw_early=ints(float(tw[c, 0])),
-            tw_late=ints(late) if math.isfinite(late) else pyvrp.constants.MAX_VALUE)
+            service_duration=up(svc[c]), tw_early=up(float(tw[c, 0])),
+            tw_late=down(late) if math.isfinite(late) else pyvrp.constants.MAX_VALUE)
     dist = torch.cdist(locs, locs)
     for i in range(n + 1):
         for j in range(n + 1):
             if i == j:
                 continue
-            d = ints(float(dist[i, j]))
+            d = up(float(dist[i, j]))
             if j == 0 and is_open:
                 d = 0
             if not instance.mixed_backhaul and p[i] > 0 and q[j] > 0:
