@@ -138,3 +138,23 @@ def test_features_are_finite() -> None:
     for f in (env.node_features(), env.global_features(), env.context_features(state)):
         assert bool(torch.isfinite(f).all())
     assert env.node_features().shape == (32, 21, 7) and env.global_features().shape == (32, 5)
+
+
+def test_mb_rules_differ_on_an_early_pickup() -> None:
+    """A pickup of 9 before deliveries of 27: the constructive rule (and the env's mask) accepts
+    it, the physical load profile (36 > 30 after the pickup) does not; served last it is fine."""
+    from dataclasses import replace
+
+    base = generate("VRPMB", 4, 1, seed=0, dtype=torch.float64)
+    inst = replace(base, linehaul=torch.tensor([[0, 0, 9, 9, 9]]) / 30.0,
+                   backhaul=torch.tensor([[0, 9, 0, 0, 0]]) / 30.0)
+    early, late = [[1, 2, 3, 4]], [[2, 3, 4, 1]]
+    assert check_solution(inst, early, mb_rule="env").feasible
+    res = check_solution(inst, early, mb_rule="profile")
+    assert res.kinds() == {"capacity"} and res.violations[0].node == 1
+    assert check_solution(inst, late, mb_rule="profile").feasible
+    env = MultiTaskVRPEnv(inst, 1)
+    state = env.reset()
+    for node in early[0]:
+        assert bool(env.mask(state)[0, 0, node])
+        state = env.step(state, torch.tensor([[node]]))
