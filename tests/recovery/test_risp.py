@@ -235,6 +235,12 @@ def test_reproduce_smoke_is_deterministic_and_consistent() -> None:
     assert a.claim("grad_ratio").measured == pytest.approx(nums["risp_vs_red_300"])
     assert a.claim("theta_one_is_red").measured == 0.0
     assert set(a.charts()) == {"gradient", "objective", "psnr", "theta"}
+    # the run that found F_min ends at it: its two bands coincide, so its two counts agree
+    rows = a.tables["summary"].set_index("method")
+    best = rows[rows["final_gap_rel"] == 0.0]
+    assert len(best) >= 1
+    assert (best["iters_to_own_end"] == best["iters_to_objective"]).all()
+    assert (rows["final_gap_rel"] >= 0).all() and (rows["iters_to_own_end"] <= rows["budget"]).all()
 
 
 def test_explore_and_explorer() -> None:
