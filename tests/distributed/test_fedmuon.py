@@ -107,11 +107,34 @@ def test_two_workers_train_the_same_model_and_fedmuon_sends_twice_the_bytes():
     assert int(one["bytes"].iloc[-1]) == 2 * SMALL.rounds * payload
 
 
-def test_full_participation_single_client_fedmuon_with_zero_start_is_localmuon_in_round_one():
+def test_fedmuon_with_zero_control_variates_is_localmuon_in_round_one():
     setup = replace(SMALL, clients=2, sampled=2, rounds=1)
     a = _train(FedMethod("a", "fedmuon", 0.05), setup, 1)
     b = _train(FedMethod("b", "localmuon", 0.05), setup, 1)
     assert a["loss"].iloc[-1] == pytest.approx(b["loss"].iloc[-1], rel=1e-6)
+
+
+def test_one_client_fedmuon_is_single_machine_muon_on_every_round():
+    # N = S = 1: the server's C equals the client's C_1 after every round (the 1/N rule), so the
+    # correction vanishes and the momentum continues from the last round: Muon with EMA momentum,
+    # i.e. LocalMuon with carried momentum. A stale C, a wrong server weight or a momentum that
+    # restarts from zero breaks the equality from round two on.
+    setup = replace(SMALL, clients=1, sampled=1, rounds=4)
+    a = _train(FedMethod("a", "fedmuon", 0.05), setup, 1)
+    b = _train(FedMethod("b", "localmuon", 0.05, carry=True), setup, 1)
+    c = _train(FedMethod("c", "localmuon", 0.05), setup, 1)
+    torch.testing.assert_close(torch.tensor(a["loss"].to_numpy()), torch.tensor(b["loss"].to_numpy()),
+                               rtol=1e-6, atol=1e-7)
+    assert abs(a["loss"].iloc[-1] - c["loss"].iloc[-1]) > 1e-6  # the carried momentum matters
+
+
+def test_client_shards_split_the_training_set_and_check_their_setup():
+    setup = replace(SMALL, clients=6)
+    data = fedmuon.client_shards(replace(setup, dirichlet=0.1), 0)
+    sizes = [len(data.worker(i)[1]) for i in range(setup.clients)]
+    assert sum(sizes) == len(data.split.y_train)
+    with pytest.raises(TypeError, match="setup"):
+        fedmuon.client_shards("digits", 0)  # type: ignore[arg-type]
 
 
 def test_bad_arguments_name_the_parameter():
@@ -135,6 +158,18 @@ def test_bad_arguments_name_the_parameter():
         fedmuon.toy_run("sgd", fedmuon.toy_matrix(2))
     with pytest.raises(ValueError, match="noise"):
         fedmuon.toy_run("fedmuon", fedmuon.toy_matrix(2), noise=-1.0)
+
+
+def test_ns_map_is_the_scalar_quintic_on_a_log_grid():
+    df = fedmuon.ns_map(2, points=50)
+    a, b, c = fedmuon.KELLER
+    s = df["sigma"].to_numpy()
+    assert s[0] == pytest.approx(1e-3) and s[-1] == pytest.approx(1.0)
+    assert s[1] / s[0] == pytest.approx(s[-1] / s[-2])  # log-spaced
+    p1 = a * s + b * s**3 + c * s**5
+    assert df["output"].to_numpy() == pytest.approx(a * p1 + b * p1**3 + c * p1**5)
+    with pytest.raises(ValueError, match="points"):
+        fedmuon.ns_map(1, points=1)
 
 
 def test_explorer_moves_its_chart():

@@ -40,6 +40,7 @@ from iclr_lab.distributed.fedmuon.training import (
     ALGORITHMS,
     FedMethod,
     FedSetup,
+    client_shards,
     model_bytes,
     train_clients,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "FedMethod",
     "FedSetup",
     "charts",
+    "client_shards",
     "explorer",
     "launch",
     "lmo",

@@ -22,7 +22,7 @@ from iclr_lab.core.validation import check_choice, check_int, check_range
 from iclr_lab.core.worker_data import WorkerShards, digit_shards
 from iclr_lab.distributed.fedmuon.method import local_lmo_steps
 
-__all__ = ["ALGORITHMS", "FedMethod", "FedSetup", "model_bytes", "train_clients"]
+__all__ = ["ALGORITHMS", "FedMethod", "FedSetup", "client_shards", "model_bytes", "train_clients"]
 
 #: The algorithms of :class:`FedMethod`. FedMuon is equation ``fedmuon-eq-local`` with the corrected
 #: momentum, LocalMuon is FedAvg with local Muon, and SCAFFOLD runs local heavy-ball momentum on the
@@ -121,7 +121,11 @@ def model_bytes(setup: FedSetup) -> int:
     return 4 * (64 * h + h + h * h + h + 10 * h + 10)
 
 
-def _shards(setup: FedSetup, seed: int) -> WorkerShards:
+def client_shards(setup: FedSetup, seed: int) -> WorkerShards:
+    """The clients' data of ``setup``: standardised digits split over ``setup.clients`` clients by a
+    Dirichlet label split of concentration ``setup.dirichlet``, drawn with ``seed``."""
+    if not isinstance(setup, FedSetup):
+        raise TypeError(f"setup must be a FedSetup, got {type(setup).__name__}")
     return digit_shards(setup.clients, "dirichlet", alpha=setup.dirichlet, seed=seed, standardize=True)
 
 
@@ -138,7 +142,7 @@ def train_clients(comm: Collective, method: FedMethod, setup: FedSetup, seed: in
     if not isinstance(setup, FedSetup):
         raise TypeError(f"setup must be a FedSetup, got {type(setup).__name__}")
     seed = check_int("seed", seed, 0)
-    data = _shards(setup, seed)
+    data = client_shards(setup, seed)
     xs = [torch.as_tensor(data.worker(i)[0]) for i in range(setup.clients)]
     ys = [torch.as_tensor(data.worker(i)[1]).long() for i in range(setup.clients)]
     x_all = torch.as_tensor(data.split.x_train)
@@ -195,7 +199,8 @@ def train_clients(comm: Collective, method: FedMethod, setup: FedSetup, seed: in
                             nj.add_(gj, alpha=1 / setup.local_steps)
                 # c_i+ = the mean local gradient of the round. SCAFFOLD's option II,
                 # (x - y_i) / (K lr) - c + c_i, equals it for plain SGD but, with momentum, measures
-                # the momentum (about 1 / (1 - beta) times the gradient) and destabilises the run.
+                # the mean momentum instead: about 2.6 times the gradient for K = 5 steps from zero
+                # with beta = 0.9 (1 / (1 - beta) = 10 only in the long run).
             elif method.algorithm == "fedmuon":
                 m = [c.clone() for c in Ci[i]]  # start from the last local momentum (= C_i)
                 shift = [ci - c for ci, c in zip(Ci[i], C, strict=True)]
