@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from iclr_lab.generative import _rlr_wip as rlr
-from iclr_lab.generative._rlr_wip.estimators import _loo_advantage
+from iclr_lab.generative import rlr
+from iclr_lab.generative.rlr.estimators import _loo_advantage
 
 torch.set_num_threads(1)
 
@@ -178,3 +178,12 @@ def test_smoke_report_has_every_claim_and_chart():
         chart.to_dict()
     nums = rlr.numbers(rep)
     assert all(math.isfinite(v) for v in nums.values())
+
+
+def test_book_scale_cloud_chart_fits_the_row_limit():
+    from iclr_lab.core.charts import MAX_ROWS
+    from iclr_lab.generative.rlr.experiments import SIZES, TUNED
+
+    size = SIZES["book"]
+    rows = (size.tune_steps // size.snapshot_every + 1) * len(TUNED) * 200
+    assert rows < MAX_ROWS

@@ -28,7 +28,7 @@ from iclr_lab.core.validation import check_int, check_range
 __all__ = ["ADAPTER_BOUND", "MODES", "TinyDiffusion", "Trajectory", "mode_fraction", "pretrain",
            "sample_mixture", "target_reward"]
 
-#: the four modes of the 2-D training data; the mixture's standard deviation is :data:`MODE_STD`
+#: the four modes of the 2-D training data; the mixture's standard deviation is ``MODE_STD``
 MODES = np.array([[2.0, 0.0], [0.0, 2.0], [-2.0, 0.0], [0.0, -2.0]])
 MODE_STD = 0.25
 #: the adapter changes the noise prediction by at most this much per coordinate and step
@@ -40,7 +40,7 @@ Reward = Callable[[torch.Tensor], torch.Tensor]
 
 
 def sample_mixture(n: int, gen: torch.Generator) -> torch.Tensor:
-    """``n`` points of the 4-mode Gaussian mixture (centres :data:`MODES`, std :data:`MODE_STD`)."""
+    """``n`` points of the 4-mode Gaussian mixture (centres ``MODES``, std ``MODE_STD``)."""
     n = check_int("n", n, 1)
     idx = torch.randint(0, len(MODES), (n,), generator=gen)
     centres = torch.as_tensor(MODES, dtype=torch.float32)[idx]

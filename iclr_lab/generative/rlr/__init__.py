@@ -2,7 +2,7 @@
 
 The chapter is ``book/generative/rlr.md``. The package splits in three:
 
-* :mod:`~iclr_lab.generative.rlr.diffusion`: :class:`TinyDiffusion`, a 2-D DDPM whose exact reward
+* :mod:`~iclr_lab.generative.rlr.diffusion`: ``TinyDiffusion``, a 2-D DDPM whose exact reward
   gradient can be computed, its pre-training, and the reward;
 * :mod:`~iclr_lab.generative.rlr.estimators`: the gradient estimators (full and truncated
   backprop, DDPO's likelihood ratio, RLR) and :func:`finetune`;
@@ -10,7 +10,7 @@ The chapter is ``book/generative/rlr.md``. The package splits in three:
   explorer.
 """
 
-from iclr_lab.generative._rlr_wip.diffusion import (
+from iclr_lab.generative.rlr.diffusion import (
     ADAPTER_BOUND,
     MODES,
     TinyDiffusion,
@@ -20,14 +20,14 @@ from iclr_lab.generative._rlr_wip.diffusion import (
     sample_mixture,
     target_reward,
 )
-from iclr_lab.generative._rlr_wip.estimators import (
+from iclr_lab.generative.rlr.estimators import (
     METHODS,
     estimate_gradient,
     finetune,
     lr_step_closed_form,
     step_terms,
 )
-from iclr_lab.generative._rlr_wip.experiments import (
+from iclr_lab.generative.rlr.experiments import (
     COLORS,
     GRAD_TARGET,
     LR_GRID,

@@ -1,4 +1,4 @@
-"""Gradient estimators of ``J(phi) = E[R(x_0)]`` for the adapter of a :class:`TinyDiffusion`.
+"""Gradient estimators of ``J(phi) = E[R(x_0)]`` for the adapter of a ``TinyDiffusion``.
 
 Every estimator returns one gradient per sampled trajectory, shape ``(n, d)``; their mean estimates
 ``grad J``. All of them credit the adapter's use at each step ``t`` (``rlr-eq-credit``) in one of four
@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 
 from iclr_lab.core.validation import check_choice, check_int, check_range
-from iclr_lab.generative._rlr_wip.diffusion import (
+from iclr_lab.generative.rlr.diffusion import (
     ADAPTER_BOUND,
     TinyDiffusion,
     Trajectory,
@@ -117,8 +117,8 @@ def estimate_gradient(method: str, model: TinyDiffusion, reward: Reward, n_sampl
     """Per-trajectory estimates of ``grad_phi E[R(x_0)]``, shape ``(n_samples, d)``.
 
     Args:
-        method: one of :data:`METHODS` (see the module docstring; ``rlr-eq-rlr`` for ``rlr``).
-        model: a (pretrained, frozen) :class:`TinyDiffusion`.
+        method: one of ``METHODS`` (see the module docstring; ``rlr-eq-rlr`` for ``rlr``).
+        model: a (pretrained, frozen) :class:`~iclr_lab.generative.rlr.diffusion.TinyDiffusion`.
         reward: a differentiable ``R``, one value per row of its input.
         n_samples: trajectories (>= 2: the LR baseline leaves one out).
         phi: the adapter at which to differentiate, shape ``(d,)`` (default: zero, the pretrained

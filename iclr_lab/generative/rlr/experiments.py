@@ -22,8 +22,8 @@ from iclr_lab.core.progress import progress
 from iclr_lab.core.report import Claim, Report, timed
 from iclr_lab.core.scales import pick, seed_everything
 from iclr_lab.core.validation import check_int
-from iclr_lab.generative._rlr_wip.diffusion import TinyDiffusion, pretrain, target_reward
-from iclr_lab.generative._rlr_wip.estimators import estimate_gradient, finetune, step_terms
+from iclr_lab.generative.rlr.diffusion import TinyDiffusion, pretrain, target_reward
+from iclr_lab.generative.rlr.estimators import estimate_gradient, finetune, step_terms
 
 if TYPE_CHECKING:
     import altair as alt
@@ -66,23 +66,25 @@ class _Sizes:
     n_zo: int           # trajectories for RLR with zeroth-order terms (a (T, n, d) perturbation)
     tune_steps: int
     runs: int
-    snapshot_every: int
+    eval_every: int
+    snapshot_every: int  # the cloud chart embeds (steps / snapshot_every + 1) x 4 x 200 rows (< 5000)
 
 
 SIZES = {
     "smoke": _Sizes(pretrain_steps=150, n_ref=2048, n_main=2048, n_other=512, n_zo=256, tune_steps=6,
-                    runs=2, snapshot_every=3),
+                    runs=2, eval_every=3, snapshot_every=3),
     "book": _Sizes(pretrain_steps=1500, n_ref=40_000, n_main=40_000, n_other=8192, n_zo=4096,
-                   tune_steps=150, runs=5, snapshot_every=15),
+                   tune_steps=150, runs=5, eval_every=15, snapshot_every=30),
     "paper": _Sizes(pretrain_steps=4000, n_ref=200_000, n_main=200_000, n_other=40_000, n_zo=16_384,
-                    tune_steps=300, runs=10, snapshot_every=30),
+                    tune_steps=300, runs=10, eval_every=30, snapshot_every=60),
 }
 
 
 def _stats(G: torch.Tensor, ref: torch.Tensor) -> dict[str, float]:
-    """Relative bias, its 3-SE half-width, the cosine between the mean and ``g*``, and the variance
+    """Relative bias, its 3-SE half-width, the cosine between the mean and ``g*`` and the ratio of
+    their lengths, and the variance
     of the per-sample estimates ``G`` against
-    the per-sample full-backprop gradients ``ref`` (independent draws; ``rlr-eq-test``)."""
+    the per-sample full-backprop gradients ``ref`` (independent draws)."""
     g_star = ref.mean(0)
     norm = float(g_star.norm())
     diff = float((G.mean(0) - g_star).norm())
@@ -90,6 +92,7 @@ def _stats(G: torch.Tensor, ref: torch.Tensor) -> dict[str, float]:
     mean = G.mean(0)
     cosine = float(mean @ g_star) / max(float(mean.norm()) * norm, 1e-30)
     return {"rel_bias": diff / norm, "half_width": 3 * se / norm, "z": diff / se, "cosine": cosine,
+            "rel_norm": float(mean.norm()) / norm, "g_star_norm": norm,
             "rel_var": float(G.var(0).sum()) / norm**2, "n": len(G)}
 
 
@@ -148,7 +151,7 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
 
     Experiment A uses one pretrained model (seed ``seed``); Experiment B runs seeds
     ``seed, ..., seed + runs - 1`` side by side after picking each method's learning rate from
-    :data:`LR_GRID` on seed ``seed + 1000``.
+    ``LR_GRID`` on seed ``seed + 1000``.
     """
     size = pick(SIZES, scale)
     seed = check_int("seed", seed, 0, 2**31)
@@ -170,7 +173,7 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
             tuning.append(final.assign(method=label)[["method", "lr", "fraction"]])
             best = float(final.sort_values(["fraction", "lr"], ascending=[False, True]).lr.iloc[0])
             log, cl = finetune(method, model, reward, steps=size.tune_steps, lr=best, runs=size.runs,
-                               seed=seed, target=TUNE_TARGET, eval_every=size.snapshot_every,
+                               seed=seed, target=TUNE_TARGET, eval_every=size.eval_every,
                                snapshots=snaps, **kw)
             logs.append(log.assign(method=label, seed=seed + log.run))
             for k, pts in cl.items():
@@ -229,37 +232,50 @@ def _claims(t: dict[str, pd.DataFrame], h1_gap: float, size: _Sizes) -> list[Cla
         Claim("unbiased_ddpo",
               "DDPO's mean gradient is within 3 standard errors of the exact gradient g*: "
               "||mean - g*|| / SE <= 3 (SE includes g*'s own)",
-              float(est[DDPO]["z"]), 3.0, "<=", kind="theorem", source="prior"),
+              float(est[DDPO]["z"]), 3.0, "<=",
+              paper="the likelihood-ratio (DDPO) gradient is unbiased; stated, no number",
+              kind="theorem", source="prior"),
         Claim("unbiased_rlr",
               "RLR without ZO (FO + HO(2) + LR elsewhere) is within 3 standard errors of g*: "
               "||mean - g*|| / SE <= 3",
-              float(est[RLR]["z"]), 3.0, "<=", kind="theorem", source="prior"),
+              float(est[RLR]["z"]), 3.0, "<=",
+              paper="RLR's gradient estimator is unbiased (abstract); stated, no number",
+              kind="theorem", source="prior"),
         Claim("unbiased_resolution",
               "the unbiasedness test has teeth: its 3-SE half-width is at most 0.1 ||g*|| for DDPO "
               "and RLR (the larger of the two)",
               float(max(est[DDPO]["half_width"], est[RLR]["half_width"])), 0.1, "<=",
+              paper="no counterpart: this checks the power of the unbiasedness test",
               kind="theorem", source="prior"),
         Claim("truncation_bias",
               "truncated backprop through the last step only (K = 1) is biased: relative bias >= 0.5",
-              biases[0], 0.5, ">=", kind="theorem", source="pilot"),
+              biases[0], 0.5, ">=",
+              paper="truncated backprop gives biased gradient estimates (abstract); no number",
+              kind="theorem", source="pilot"),
         Claim("truncation_decreasing",
               "the relative bias of truncated backprop decreases with K = 1, 2, 5, 10: the largest "
               "increase between consecutive K is < 0",
-              steps_up, 0.0, "<", kind="theorem", source="pilot"),
+              steps_up, 0.0, "<",
+              paper="the bias is the credit of the dropped early steps (stated in words)",
+              kind="theorem", source="pilot"),
         Claim("last_step_fo",
               "on the last step the pathwise (FO) estimate has at most 0.01 times the variance of "
               "the likelihood ratio",
               float(last["FO (pathwise)"]["variance"] / last["LR (DDPO)"]["variance"]), 0.01, "<=",
+              paper="RLR differentiates the last step directly (FO has the lowest variance, FO < HO < ZO)",
               kind="theorem", source="prior"),
         Claim("variance_rlr_nozo",
               "RLR without ZO has a smaller variance than DDPO (its last step is pathwise): "
               "tr Cov(RLR, no ZO) / tr Cov(DDPO) < 1",
               float(est[RLR]["rel_var"] / est[DDPO]["rel_var"]), 1.0, "<",
+              paper="Table 5 ablation 'w/o ZO' scores below full RLR; its variance is not reported",
               expected=False, kind="derivation", source="prior"),
         Claim("h1_is_ddpo",
               "the half-order term with h = 1 equals the DDPO term written out in closed form, sample "
               "by sample: largest relative gap <= 1e-5",
-              h1_gap, 1e-5, "<=", kind="sanity", source="prior"),
+              h1_gap, 1e-5, "<=",
+              paper="RL (DDPO) is the h = 1 special case of the half-order estimator",
+              kind="sanity", source="prior"),
     ]
 
 
@@ -298,9 +314,13 @@ def numbers(report: Report) -> dict[str, float]:
         "fo_last_var": float(sv[(1, "FO (pathwise)")]),
         "lr_last_var": float(sv[(1, "LR (DDPO)")]),
         "n_main": float(est[DDPO]["n"]),
+        # the last step's LR variance as a share of DDPO's total per-trajectory variance
+        "last_share": float(sv[(1, "LR (DDPO)")]) / (float(est[DDPO]["rel_var"])
+                                                     * float(est[DDPO]["g_star_norm"]) ** 2),
     }
     for K in TRUNC_KS:
-        out[f"trunc{K}_bias"] = float(est[f"{TRUNC} = {K}"]["rel_bias"])
+        for col, key in (("rel_bias", "bias"), ("cosine", "cos"), ("rel_norm", "len")):
+            out[f"trunc{K}_{key}"] = float(est[f"{TRUNC} = {K}"][col])
     keys = {FULL: "full", TRUNC1: "trunc1", DDPO: "ddpo", RLR: "rlr"}
     for m, k in keys.items():
         out[f"frac_{k}"] = float(med[m])
@@ -369,7 +389,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     ring = alt.Chart(target).mark_point(size=3000, shape="circle", color="black", strokeDash=[4, 3]
                                         ).encode(x="x:Q", y="y:Q")
     cloud_chart = alt.layer(base, ring).properties(width=190, height=190).facet(
-        facet=alt.Facet("method:N", title=None, sort=list(TUNED)), columns=4,
+        facet=alt.Facet("method:N", title=None, sort=list(TUNED)), columns=2,
         data=cl).add_params(slider).properties(
         title="Samples of the first seed during fine-tuning (dashed ring: target mode)")
     return {"bias_variance": bias_variance_chart, "step_variance": step_chart,
