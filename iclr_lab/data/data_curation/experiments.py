@@ -399,7 +399,7 @@ def _claims(t: dict[str, pd.DataFrame], sz: _Sizes) -> list[Any]:
               "Weak generator curating with itself (rho_g = 1): keeping everything is optimal at "
               "n = d and n = 50 d, every rule tuned over the ridge grid (smallest ratio of a pruned "
               "rule's error to full data's, theory; must be at least 1)",
-              min(self_ratio), 1.0, ">=", expected=False, kind="theorem",
+              min(self_ratio), 1.0, ">=", expected=False, kind="paper",
               paper="p = 1 is optimal in the three quadrants other than strong generator + abundant data"),
     ]
 
@@ -519,7 +519,9 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         bars = alt.Chart(mc).mark_rule().encode(x=x, y="lo:Q", y2="hi:Q", color=col)
         panels.append(alt.layer(line, bars, pts).properties(
             width=210, height=200, title=f"{geo} generator, n = {n:,}"))
-    out["formula"] = recolor(alt.hconcat(*panels).resolve_scale(y="independent"), COLORS)
+    out["formula"] = recolor(alt.hconcat(*panels).resolve_scale(y="independent").properties(
+        title=f"Lines: closed form; points: Monte Carlo mean (bars: ±2 SE); λ = 0.01, "
+              f"d = {SIZES[report.scale].d if report.scale in SIZES else '?'}"), COLORS)
 
     # less is more: abundant against scarce data; each rule at its best ridge
     panels = []
@@ -545,10 +547,12 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         panels.append(ch.properties(width=190, height=200, title=geo))
     out["limit"] = recolor(alt.hconcat(*panels).resolve_scale(y="independent"), COLORS)
 
-    # self-training
+    # self-training: the curation the paper credits (agree + keep hard) takes the method's red here,
+    # and plain keep hard, the rule that collapses fastest, a muted tone
     c = t["collapse"]
+    collapse_colors = {**COLORS, "agree + keep hard": COLORS["keep hard"], "keep hard": "#c49c94"}
     out["collapse"] = (curves(c, x="round", y="error", color="rule", highlight="agree + keep hard",
-                              colors=COLORS, center="median", x_title="self-training round",
+                              colors=collapse_colors, center="median", x_title="self-training round",
                               y_title="test error (median over seeds)")
                        + reference_line(COLLAPSE.oracle_error, label="oracle's own error"))
 
