@@ -233,6 +233,13 @@ def test_smoke_reproduce_claims_and_numbers() -> None:
     assert nums["thm4_tight_gamma1"] == pytest.approx(1.0)
     assert nums["log_form_rhs"] < nums["log_form_lhs"]  # the natural-log form is broken
     assert set(report.charts()) == {"sigma01", "o2b", "theorem4", "sweep"}
+    # the explore sweep: both learners see the same demonstrator errors, the bound uses them, and
+    # Algorithm 1 stays under it in every run (Theorem 4, exact form)
+    sw = report.tables["sweep"]
+    per_run = sw.groupby(["q", "log2R", "run"])
+    assert (per_run["errors"].nunique() == 1).all()
+    wide = sw.pivot_table(index=["q", "log2R", "run"], columns="learner", values="mistakes")
+    assert (wide["Algorithm 1"] <= wide["Theorem 4 bound"] + 1e-9).all()
 
 
 def test_explorer_recomputes() -> None:
