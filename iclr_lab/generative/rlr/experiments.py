@@ -380,18 +380,21 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     slider = alt.param(name="cloud_step", value=int(steps[-1]), bind=alt.binding_range(
         min=int(steps[0]), max=int(steps[-1]), step=int(steps[1] - steps[0]) if len(steps) > 1 else 1,
         name="fine-tuning step "))
-    target = pd.DataFrame({"x": [TUNE_TARGET[0]], "y": [TUNE_TARGET[1]]})
+    # the target region, a circle of radius 1 drawn in data coordinates
+    angle = np.linspace(0, 2 * np.pi, 61)
+    target = pd.DataFrame({"x": TUNE_TARGET[0] + np.cos(angle), "y": TUNE_TARGET[1] + np.sin(angle),
+                           "order": np.arange(61)})
     base = alt.Chart().mark_circle(size=14, opacity=0.6).encode(
         x=alt.X("x:Q", scale=alt.Scale(domain=[-4, 4]), title="x₁"),
         y=alt.Y("y:Q", scale=alt.Scale(domain=[-4, 4]), title="x₂"),
         color=alt.Color("method:N", scale=palette(list(TUNED), colors=COLORS), legend=None),
     ).transform_filter(alt.datum.step == slider)
-    ring = alt.Chart(target).mark_point(size=3000, shape="circle", color="black", strokeDash=[4, 3]
-                                        ).encode(x="x:Q", y="y:Q")
+    ring = alt.Chart(target).mark_line(color="black", strokeDash=[4, 3]).encode(
+        x="x:Q", y="y:Q", order="order:Q")
     cloud_chart = alt.layer(base, ring).properties(width=190, height=190).facet(
         facet=alt.Facet("method:N", title=None, sort=list(TUNED)), columns=2,
         data=cl).add_params(slider).properties(
-        title="Samples of the first seed during fine-tuning (dashed ring: target mode)")
+        title="Samples of the first seed during fine-tuning (dashed circle: the target region)")
     return {"bias_variance": bias_variance_chart, "step_variance": step_chart,
             "finetune": finetune_chart, "cloud_slider": cloud_chart}
 
@@ -435,7 +438,8 @@ def explorer_chart(h: int = 2, K: int = 1, n_samples: int = EXPLORER_SAMPLES) ->
                                         **enc),
         alt.Chart(df).mark_rule(color="black").encode(x="lo:Q", x2="hi:Q", y=enc["y"]),
     ).properties(width=200, height=120)
-    var = alt.Chart(df).mark_bar().encode(
+    # points, not bars: a bar on a log axis has no zero to start from
+    var = alt.Chart(df).mark_point(filled=True, size=120).encode(
         x=alt.X("rel_var:Q", scale=alt.Scale(type="log"), title="relative variance (log)"),
         **enc, tooltip=["estimator", alt.Tooltip("rel_var:Q", format=".3g")]).properties(
         width=200, height=120)
