@@ -48,8 +48,8 @@ def newton_schulz(G: torch.Tensor, steps: int = 5, *, eps: float = 1e-7,
     X = X / (torch.linalg.matrix_norm(X) + eps)
     for _ in range(steps):
         A = X @ X.mT
-        B = b * A + c * (A @ A)
-        X = a * X + B @ X
+        B = torch.addmm(A, A, A, beta=b, alpha=c)  # b A + c A^2, fused
+        X = torch.addmm(X, B, X, beta=a)           # a X + B X, fused
     return X.mT if tall else X
 
 
