@@ -81,6 +81,14 @@ def test_mle_needs_a_consistent_hypothesis_and_truth_for_the_adversarial_tie() -
         mle_policy(inst.S, np.array([0]), np.array([0]))
     with pytest.raises(ValueError, match="policy_class must be one of"):
         mle_policy(inst.S, np.array([0]), np.array([0]), policy_class="softmax")
+    with pytest.raises(ValueError, match="xs must be context indices"):
+        mle_policy(inst.S, np.array([5]), np.array([0]), policy_class="uniform")
+    with pytest.raises(ValueError, match="ys must be answer indices"):
+        mle_policy(inst.S, np.array([0]), np.array([2]), policy_class="uniform")
+    with pytest.raises(ValueError, match="xs and ys must be 1-d arrays of the same length"):
+        mle_policy(inst.S, np.array([0, 1]), np.array([0]), policy_class="uniform")
+    with pytest.raises(ValueError, match="truth must have shape"):
+        run_online(RewardClassLearner(inst.S), np.array([0]), np.array([0]), inst.S[0][:2])
 
 
 # ------------------------------------------------------------------ Algorithm 1

@@ -292,6 +292,18 @@ class RewardClassLearner:
         return probs / preds.shape[0]
 
 
+def _check_demonstrations(xs: np.ndarray, ys: np.ndarray, n_contexts: int, n_answers: int) -> None:
+    """Demonstrations must pair up and index existing contexts and answers (``ValueError`` naming
+    ``xs`` or ``ys`` otherwise)."""
+    if xs.shape != ys.shape or xs.ndim != 1:
+        raise ValueError(f"xs and ys must be 1-d arrays of the same length, got shapes {xs.shape} and "
+                         f"{ys.shape}")
+    if xs.size and (xs.min() < 0 or xs.max() >= n_contexts):
+        raise ValueError(f"xs must be context indices in [0, {n_contexts - 1}]")
+    if ys.size and (ys.min() < 0 or ys.max() >= n_answers):
+        raise ValueError(f"ys must be answer indices in [0, {n_answers - 1}]")
+
+
 def run_online(learner: RewardClassLearner, xs: np.ndarray, ys: np.ndarray,
                truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Feed the demonstrations ``(xs, ys)`` to ``learner`` in order.
@@ -301,8 +313,10 @@ def run_online(learner: RewardClassLearner, xs: np.ndarray, ys: np.ndarray,
     and ``y_t not in sigma*(x_t)``.
     """
     xs, ys = np.asarray(xs), np.asarray(ys)
-    if xs.shape != ys.shape:
-        raise ValueError(f"xs and ys must have the same shape, got {xs.shape} and {ys.shape}")
+    truth = np.asarray(truth, dtype=bool)
+    if truth.shape != learner.S.shape[1:]:
+        raise ValueError(f"truth must have shape (N, K) = {learner.S.shape[1:]}, got {truth.shape}")
+    _check_demonstrations(xs, ys, *truth.shape)
     yhat = np.array([learner.update(int(x), int(y)) for x, y in zip(xs, ys, strict=True)], dtype=int)
     if not xs.size:
         return np.zeros(0, bool), np.zeros(0, bool)
@@ -339,6 +353,7 @@ def mle_policy(S: np.ndarray, xs: np.ndarray, ys: np.ndarray, *, policy_class: s
     check_choice("tie", tie, ("adversarial", "maxent"))
     xs, ys = np.asarray(xs, dtype=int), np.asarray(ys, dtype=int)
     R, N, K = S.shape  # noqa: N806
+    _check_demonstrations(xs, ys, N, K)
     consistent = S[:, xs, ys].all(axis=1) if xs.size else np.ones(R, dtype=bool)
     if not consistent.any():
         raise ValueError("no hypothesis of S accepts every demonstration (the class is misspecified)")
