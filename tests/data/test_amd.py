@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from iclr_lab.core.report import Report
-from iclr_lab.data._amd_wip import (
+from iclr_lab.data.amd import (
     LR_GRID,
     VOCAB,
     Trajectories,
@@ -109,6 +109,8 @@ def test_recall_rejects_bad_shapes_and_k():
         retrieval_recall(torch.zeros(3, 2), torch.zeros(4, 2))
     with pytest.raises(ValueError, match="k must be"):
         retrieval_recall(torch.eye(3), torch.eye(3), ks=(5,))
+    with pytest.raises(ValueError, match="finite"):
+        retrieval_recall(torch.full((3, 3), float("nan")), torch.eye(3))
 
 
 # ------------------------------------------------------------------ the dual encoder
@@ -187,7 +189,7 @@ def test_spm_with_k_equal_n_returns_the_whole_training_set(data, experts):
 
 
 def test_spm_covers_the_feature_space_better_than_random(data, experts):
-    from iclr_lab.data._amd_wip.method import encode
+    from iclr_lab.data.amd.method import encode
 
     x, t = data.tensors("train")
     with torch.no_grad():
@@ -328,12 +330,12 @@ def test_explorer_redraws_when_a_control_moves():
 
 
 def test_the_precomputed_pairs_table_has_every_set_and_budget():
-    from iclr_lab.data._amd_wip.experiments import CURVE_SETS, PAIRS_GRID, _pairs_table, recall_vs_pairs
+    from iclr_lab.data.amd.experiments import CURVE_SETS, PAIRS_GRID, pairs_table, recall_vs_pairs
 
-    table = _pairs_table()
+    table = pairs_table()
     assert sorted(map(tuple, table[["set", "pairs"]].to_numpy().tolist())) == sorted(
         (s, b) for s in CURVE_SETS for b in PAIRS_GRID)
-    rsum = table[["IR@1", "IR@5", "IR@10", "TR@1", "TR@5", "TR@10"]].sum(1)
+    rsum = table[["IR@1", "IR@5", "IR@10", "TR@1", "TR@5", "TR@10"]].sum(axis=1)
     np.testing.assert_allclose(rsum, table["RSUM"], atol=0.05)
     fresh = recall_vs_pairs(pairs=(4,), scale="smoke", sets=("random coreset", "sync TM"))
     assert list(fresh.columns) == list(table.columns) and len(fresh) == 2

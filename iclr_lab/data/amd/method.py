@@ -54,7 +54,8 @@ _ATTRIBUTES = (("left-leaning", "upright", "right-leaning"), ("faint", "medium-i
                ("narrow", "mid-width", "wide"), ("short", "mid-height", "tall"),
                ("high", "centred", "low"))
 _ROW_WORDS = tuple(tuple(f"row{r}-{w}" for w in ("light", "mid", "heavy")) for r in range(8))
-#: the 49 words of the captions: a digit word, 5 shape attributes and the ink of each of 8 rows
+#: The 49 words of the captions. Each caption has a digit word, 5 shape attributes and the ink of
+#: each of the 8 rows.
 VOCAB: tuple[str, ...] = (_DIGIT_WORDS + tuple(w for a in _ATTRIBUTES for w in a)
                           + tuple(w for r in _ROW_WORDS for w in r))
 _TEXT_ENCODER_SEED = 123  # the frozen "pretrained" text encoder is the same in every run
@@ -223,6 +224,9 @@ def retrieval_recall(img_emb: torch.Tensor, txt_emb: torch.Tensor,
     if img_emb.ndim != 2 or img_emb.shape != txt_emb.shape:
         raise ValueError(f"img_emb and txt_emb must be (n, d) of the same shape, got "
                          f"{tuple(img_emb.shape)} and {tuple(txt_emb.shape)}")
+    if not (torch.isfinite(img_emb).all() and torch.isfinite(txt_emb).all()):
+        # a NaN similarity compares False with everything and would rank first: refuse it
+        raise ValueError("img_emb and txt_emb must be finite (did the model diverge?)")
     ks = [check_int("k", k, 1, img_emb.shape[0]) for k in ks]
     sim = img_emb @ txt_emb.T  # sim[i, j]: image i against caption j
     own = sim.diagonal()
@@ -305,11 +309,11 @@ def train_experts(data: PairedDigits, n_experts: int = 6, epochs: int = 15, batc
 def async_ranges(traj: Trajectories, expert_epochs: int = 2) -> dict[str, object]:
     """AMD's MMD dynamic-sampling rule (``amd-eq-ranges``) for the start ranges ``R_V``, ``R_L``.
 
-    ``r_t = MMD_V,t / MMD_L,t``; ``R_V = min{t : r_t > median r}``, ``R_L = max{t : r_t <= median r}``,
-    both capped at ``E - M`` so that ``t + M <= E``. The rule as transcribed does not ensure
-    ``R_V > R_L``; when it does not hold, the fallback (inferred, labelled ``"fallback"``) sets
-    ``R_L`` to the first epoch where the text branch's movement falls below half its first-epoch
-    value, and ``R_V = E - M``.
+    ``r_t = MMD_V,t / MMD_L,t``; ``R_V = min{t : r_t > median r}``, ``R_L = max{t : r_t <= median r}``
+    (``R_V_rule``, ``R_L_rule``), both capped at ``E - M`` so that ``t + M <= E``. The rule as
+    transcribed does not ensure ``R_V > R_L``; when it does not hold, the fallback (inferred,
+    labelled ``"fallback"``) sets ``R_L`` to the first epoch where the text branch's movement falls
+    below half its first-epoch value, and ``R_V = E - M``.
     """
     m = check_int("expert_epochs", expert_epochs, 1, traj.epochs - 1)
     mv = traj.movement()
@@ -317,10 +321,11 @@ def async_ranges(traj: Trajectories, expert_epochs: int = 2) -> dict[str, object
     t = np.arange(1, traj.epochs + 1)
     med = float(np.median(ratio))
     cap = traj.epochs - m
-    r_v_rule = int(min(t[ratio > med].min(), cap)) if (ratio > med).any() else cap
-    r_l_rule = int(min(t[ratio <= med].max(), cap))
+    # the rule as written (reported as is); the ranges it sets are capped so that t + M <= E
+    r_v_rule = int(t[ratio > med].min()) if (ratio > med).any() else traj.epochs
+    r_l_rule = int(t[ratio <= med].max())
     rule = "MMD rule"
-    r_v, r_l = r_v_rule, r_l_rule
+    r_v, r_l = min(r_v_rule, cap), min(r_l_rule, cap)
     if r_v <= r_l:
         rule = "fallback"
         below = t[mv["move_L"] < 0.5 * mv["move_L"][0]]
@@ -406,7 +411,10 @@ def _recalls(theta_v: torch.Tensor, theta_l: torch.Tensor, images: torch.Tensor,
              texts: torch.Tensor) -> list[dict[str, float]]:
     with torch.no_grad():
         v, t = encode(theta_v, theta_l, images, texts)
-    return [retrieval_recall(v[p], t[p]) for p in range(v.shape[0])]
+    nan = dict.fromkeys(("IR@1", "IR@5", "IR@10", "TR@1", "TR@5", "TR@10", "RSUM"), math.nan)
+    # a model that diverged scores NaN, so the rate selection below never picks it
+    return [retrieval_recall(v[p], t[p]) if bool(torch.isfinite(v[p]).all() and torch.isfinite(t[p]).all())
+            else dict(nan) for p in range(v.shape[0])]
 
 
 def evaluate_set(data: PairedDigits, images: torch.Tensor, texts: torch.Tensor, *,
@@ -417,7 +425,7 @@ def evaluate_set(data: PairedDigits, images: torch.Tensor, texts: torch.Tensor, 
     For every rate in ``lrs`` (the same grid for every set, coresets and distilled sets alike),
     ``n_inits`` fresh models train ``steps`` full-batch SGD steps on ``(images, texts)``; the rate
     whose models have the best mean validation RSUM is kept, and its models' mean test recalls are
-    returned (with ``lr``, the rate chosen).
+    returned (with ``lr``, the rate chosen). A rate at which any model diverges is never chosen.
     """
     n_inits = check_int("n_inits", n_inits, 1)
     steps = check_int("steps", steps, 1)
@@ -427,7 +435,7 @@ def evaluate_set(data: PairedDigits, images: torch.Tensor, texts: torch.Tensor, 
     gen = torch.Generator().manual_seed(check_int("seed", seed, 0))
     theta_v, theta_l = train_on_set(images.detach(), texts.detach(), lrs, steps, gen, n_inits)
     val = _recalls(theta_v, theta_l, *data.tensors("val"))
-    val_rsum = [np.nanmean([val[i * n_inits + j]["RSUM"] for j in range(n_inits)])
+    val_rsum = [np.mean([val[i * n_inits + j]["RSUM"] for j in range(n_inits)])
                 for i in range(len(lrs))]
     best = int(np.nanargmax(np.nan_to_num(val_rsum, nan=-1.0)))
     keep = slice(best * n_inits, (best + 1) * n_inits)

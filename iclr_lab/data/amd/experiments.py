@@ -20,7 +20,7 @@ import torch
 from iclr_lab.core.report import Claim, Report, timed
 from iclr_lab.core.scales import pick, seed_everything
 from iclr_lab.core.validation import check_choice, check_int
-from iclr_lab.data._amd_wip.method import (
+from iclr_lab.data.amd.method import (
     DistillResult,
     PairedDigits,
     Trajectories,
@@ -38,22 +38,23 @@ from iclr_lab.data._amd_wip.method import (
 
 if TYPE_CHECKING:
     import altair as alt
-    from matplotlib.figure import Figure
+    import matplotlib.figure
 
 __all__ = ["COLORS", "CONFIGS", "METRICS", "charts", "explorer", "explorer_chart", "image_grid",
-           "numbers", "recall_vs_pairs", "reproduce", "summary"]
+           "numbers", "pairs_table", "recall_vs_pairs", "reproduce", "summary"]
 
 RANDOM, STRAT, KMEANS = "random coreset", "stratified coreset", "k-means coreset (SPM)"
 SYNC, SYNC_KM, ASYNC, AMD = "sync TM", "sync TM + SPM", "async TM", "AMD (async TM + SPM)"
 FULL = "full data"
 CORESETS = (RANDOM, STRAT, KMEANS)
-#: the ablation grid: set name -> (matching, initialisation) of :func:`distill`
+#: The ablation grid, as set name -> (matching, initialisation) of
+#: :func:`~iclr_lab.data.amd.method.distill`.
 CONFIGS: dict[str, tuple[str, str]] = {SYNC: ("mtt", "random"), SYNC_KM: ("mtt", "kmeans"),
                                        ASYNC: ("amd", "random"), AMD: ("amd", "kmeans")}
 SETS = (*CORESETS, *CONFIGS)
 METRICS = ("IR@1", "IR@5", "IR@10", "TR@1", "TR@5", "TR@10", "RSUM")
-#: one colour per set in every chart: AMD's two asynchronous variants in the method colours,
-#: synchronous matching blue, coresets grey/brown/green
+#: One colour per set in every chart. AMD's two asynchronous variants get the method colours,
+#: synchronous matching blue, the coresets grey, brown and green.
 COLORS = {AMD: "#d62728", ASYNC: "#ff7f0e", SYNC_KM: "#1f4e9c", SYNC: "#6baed6",
           KMEANS: "#2ca02c", STRAT: "#8c564b", RANDOM: "#8c8c8c", FULL: "#000000"}
 HIGHLIGHT = (AMD, ASYNC)
@@ -273,7 +274,7 @@ def recall_vs_pairs(pairs: tuple[int, ...] = PAIRS_GRID, seed: int = 0, scale: s
     """Test recall of ``sets`` at every budget in ``pairs`` (one row per set and budget).
 
     Takes a few minutes at book scale; the chapter's explorer reads the copy saved in
-    ``iclr_lab/data/amd/pairs_table.py`` (regenerate it with this function).
+    ``iclr_lab/data/amd/pairs_data.py`` (regenerate it with this function).
     """
     size = pick(_SIZES, scale)
     for name in sets:
@@ -303,8 +304,10 @@ def recall_vs_pairs(pairs: tuple[int, ...] = PAIRS_GRID, seed: int = 0, scale: s
     return pd.DataFrame(rows)
 
 
-def _pairs_table() -> pd.DataFrame:
-    from iclr_lab.data._amd_wip.pairs_table import ROWS
+def pairs_table() -> pd.DataFrame:
+    """The precomputed :func:`recall_vs_pairs` table (book scale, seed 0) that the explorer and the
+    ``pairs`` chart read: one row per set and budget ``pairs``, recalls in percent."""
+    from iclr_lab.data.amd.pairs_data import ROWS
 
     return pd.DataFrame(ROWS, columns=["set", "pairs", *METRICS])
 
@@ -377,7 +380,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
                       title="Matching loss during distillation (10-iteration mean)",
                       x_title="outer iteration", y_title="normalised matching loss",
                       color_title="distillation", highlight=HIGHLIGHT, colors=COLORS)
-    long = _pairs_long(_pairs_table())
+    long = _pairs_long(pairs_table())
     pairs = sweep(long[long.direction.str.startswith("image")], x="pairs", y="recall", param="K",
                   color="set", log_x=True, start=1, param_label="K",
                   title="IR@K against the number of pairs (seed 0, precomputed)",
@@ -387,17 +390,16 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
             "pairs": pairs}
 
 
-def image_grid(report: Report, sets: tuple[str, ...] = (SYNC_KM, AMD),
-               captions: int = 0) -> Figure:
+def image_grid(report: Report, sets: tuple[str, ...] = (SYNC_KM, AMD)) -> matplotlib.figure.Figure:
     """Matplotlib grid: for each set in ``sets``, its initial pairs' images above the distilled
-    ones (8x8 pixels, the same grey scale); the first ``captions`` distilled pairs get the nearest
-    training caption of their text vector as a title."""
+    ones (8x8 pixels, one grey scale from 0 to 1). The figure is closed (show it with
+    ``savefig``)."""
     import matplotlib.pyplot as plt
 
     imgs = report.tables["images"]
     px = [f"px{k}" for k in range(64)]
     n = int(imgs.pair.max()) + 1
-    fig, axes = plt.subplots(2 * len(sets), n, figsize=(0.55 * n, 1.3 * len(sets) * 1.0 + 0.4),
+    fig, axes = plt.subplots(2 * len(sets), n, figsize=(0.5 * n, 1.1 * len(sets) + 0.5), dpi=80,
                              squeeze=False)
     for r, name in enumerate(sets):
         for s, stage in enumerate(("initial", "distilled")):
@@ -411,6 +413,7 @@ def image_grid(report: Report, sets: tuple[str, ...] = (SYNC_KM, AMD),
                                           va="center")
         axes[2 * r, n // 2].set_title(name, fontsize=9)
     fig.tight_layout(pad=0.2)
+    plt.close(fig)
     return fig
 
 
@@ -440,7 +443,7 @@ def explorer_chart(pairs: float = 20, init: str = "k-means", metric: str = "RSUM
     data, traj = _explorer_state()
     idx = (kmeans_prototypes(data, traj.v[0, -1], traj.l[0, -1], b, 0) if init == "k-means"
            else random_subset(data, b, 0))
-    table = _pairs_table()
+    table = pairs_table()
     order = [s for s in CURVE_SETS if s in set(table.set)]
     color = alt.Color("set:N", scale=palette(order, colors=COLORS), title="set")
     x = alt.X("pairs:Q", scale=alt.Scale(type="log", domain=[4, 100], nice=False), title="pairs B",
@@ -459,9 +462,15 @@ def explorer_chart(pairs: float = 20, init: str = "k-means", metric: str = "RSUM
         "row": np.concatenate([(j // cols) * 9 + rr.ravel() for j in range(b)]),
         "ink": pix.reshape(b, -1).ravel().astype(float),
     })
+    # blank pixels are the white background anyway; dropping them keeps the chart's data small
+    # (80 digits of 64 pixels would pass Altair's 5000-row limit)
+    grid = grid[grid.ink > 0]
     rows_needed = (b + cols - 1) // cols
+    grid["col2"], grid["row2"] = grid["col"] + 1, grid["row"] + 1
     right = alt.Chart(grid).mark_rect().encode(
-        x=alt.X("col:O", axis=None), y=alt.Y("row:O", axis=None),
+        x=alt.X("col:Q", axis=None, scale=alt.Scale(domain=[0, cols * 9], nice=False)), x2="col2:Q",
+        y=alt.Y("row:Q", axis=None, scale=alt.Scale(domain=[0, rows_needed * 9], nice=False,
+                                                    reverse=True)), y2="row2:Q",
         color=alt.Color("ink:Q", scale=alt.Scale(scheme="greys", domain=[0, 1]), legend=None),
     ).properties(width=cols * 9 * 5, height=rows_needed * 9 * 5,
                  title=alt.TitleParams(f"The {b} real pairs {init} picks", subtitle=(

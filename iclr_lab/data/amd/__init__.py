@@ -9,7 +9,7 @@ The chapter is ``book/data/amd.md``. The package splits in two:
   explorer.
 """
 
-from iclr_lab.data._amd_wip.experiments import (
+from iclr_lab.data.amd.experiments import (
     COLORS,
     CONFIGS,
     METRICS,
@@ -18,11 +18,12 @@ from iclr_lab.data._amd_wip.experiments import (
     explorer_chart,
     image_grid,
     numbers,
+    pairs_table,
     recall_vs_pairs,
     reproduce,
     summary,
 )
-from iclr_lab.data._amd_wip.method import (
+from iclr_lab.data.amd.method import (
     LR_GRID,
     VOCAB,
     DistillResult,
@@ -68,6 +69,7 @@ __all__ = [
     "matching_loss",
     "numbers",
     "paired_digits",
+    "pairs_table",
     "random_subset",
     "recall_vs_pairs",
     "reproduce",
