@@ -185,11 +185,15 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
                         for name, img in panels.items()], ignore_index=True)
 
     st = stats
-    obj_ratio = st[RISP]["iters_to_objective"] / st[RED]["iters_to_objective"]
-    nest_obj = st[NEST]["iters_to_objective"] / st[RED]["iters_to_objective"]
+    # time to settle at the run's own end value: the band around F_min cannot separate the methods,
+    # since RED, at another critical point, never enters it and its count is censored at budget + 1
+    # (RISP's count is at most 1001 of RED's 5001, so that ratio could never exceed 0.2)
+    obj_ratio = st[RISP]["iters_to_own_end"] / st[RED]["iters_to_own_end"]
+    nest_settle = st[NEST]["iters_to_own_end"] / st[RED]["iters_to_own_end"]
+    red_in_band = st[RED]["iters_to_objective"] <= st[RED]["budget"]
+    red_obj_text = (f"{st[RED]['iters_to_objective']:.0f}" if red_in_band
+                    else f"never within its {st[RED]['budget']:.0f}")
     db_risp = abs(st[RISP]["final_psnr"] - st[RED]["final_psnr"])
-    nest_obj_text = (f"{nest_obj:.3g}x" if st[NEST]["iters_to_objective"] <= st[NEST]["budget"]
-                     else f"never within its {st[NEST]['budget']:.0f} iterations")
     db_nest = abs(st[NEST]["final_psnr"] - st[RED]["final_psnr"])
     claims = [
         Claim("theta_one_is_red",
@@ -203,9 +207,11 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
               "RISP lowers ||grad F|| by orders of magnitude more than RED in 200 iterations "
               "(deblurring)", kind="paper", source="pilot"),
         Claim("objective_ratio",
-              f"RISP reaches F - F_min <= {OBJ_TOL:g} (F_0 - F_min) in <= 0.4x RED's iterations "
-              f"(F_min: the lowest value any run found; a run that never gets there counts its "
-              f"budget + 1; Nesterov with restart: {nest_obj_text})",
+              f"RISP settles within {OBJ_TOL:g} (F_0 - F_min) of its own final value of F in <= 0.4x "
+              f"the iterations RED needs to settle at its own (RISP {st[RISP]['iters_to_own_end']:.0f}, "
+              f"RED {st[RED]['iters_to_own_end']:.0f}; Nesterov with restart: {nest_settle:.3g}x RED's). "
+              f"The band around F_min itself: RISP {st[RISP]['iters_to_objective']:.0f} iterations, "
+              f"RED {red_obj_text}",
               obj_ratio, 0.4, "<=", "RISP reaches RED's quality several times faster",
               kind="paper", source="prior"),
         Claim("same_fixed_point",
@@ -255,7 +261,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     cols = colors()
     grad = curves(short, x="iteration", y="grad_min_rel", color="method", log_y=True,
                   highlight=RISP, colors=cols, x_title="iteration k",
-                  y_title="min_{j≤k} ‖∇F(x_j)‖ / ‖∇F(x_0)‖",
+                  y_title="min over j ≤ k of ‖∇F(x_j)‖ / ‖∇F(x_0)‖",
                   title="Smallest gradient norm so far (same step 1/L)")
     late = cv[cv["iteration"] >= 1]  # log iteration axes start at k = 1
     obj = (curves(late[late["method"] != HB], x="iteration", y="gap_rel", color="method", log_x=True,
@@ -266,7 +272,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
                 x_title="iteration k", y_title="PSNR of x_k (dB)", title="PSNR against the truth")
     theta = sweep(report.tables["theta_sweep"], x="iteration", y="grad_min_rel", param="theta",
                   color="restart", log_y=True, start=THETA, param_label="θ",
-                  x_title="iteration k", y_title="min_{j≤k} ‖∇F(x_j)‖ / ‖∇F(x_0)‖",
+                  x_title="iteration k", y_title="min over j ≤ k of ‖∇F(x_j)‖ / ‖∇F(x_0)‖",
                   highlight="restart", title="RISP over θ, with and without restart")
     return {"gradient": grad, "objective": obj, "psnr": ps, "theta": theta}
 
