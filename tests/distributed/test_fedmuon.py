@@ -156,6 +156,8 @@ def test_bad_arguments_name_the_parameter():
         FedMethod("x", "fedadam", 0.1)
     with pytest.raises(ValueError, match="method"):
         fedmuon.toy_run("sgd", fedmuon.toy_matrix(2))
+    with pytest.raises(ValueError, match="A must be"):
+        fedmuon.toy_run("fedmuon", torch.ones(3))
     with pytest.raises(ValueError, match="noise"):
         fedmuon.toy_run("fedmuon", fedmuon.toy_matrix(2), noise=-1.0)
 

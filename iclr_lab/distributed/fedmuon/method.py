@@ -139,6 +139,8 @@ def toy_run(method: str, A: torch.Tensor, *, rounds: int = 300, local_steps: int
     (``fedmuon-eq-local`` and ``fedmuon-eq-server``, control variates starting at 0).
     """
     check_choice("method", method, ("localmuon", "localmuon_carry", "fedmuon"))
+    if not isinstance(A, torch.Tensor) or A.ndim != 2:
+        raise ValueError(f"A must be a 2-D tensor, got {getattr(A, 'shape', type(A).__name__)}")
     rounds = check_int("rounds", rounds, 1)
     local_steps = check_int("local_steps", local_steps, 1)
     lr0 = check_range("lr0", lr0, 0, low_open=True)
