@@ -151,7 +151,7 @@ def test_bad_shapes_and_types(model):
     with pytest.raises(ValueError, match="phi"):
         rlr.estimate_gradient("ddpo", model, _reward(), 8, phi=torch.zeros(3))
     with pytest.raises(TypeError, match="K"):
-        rlr.estimate_gradient("truncated", model, _reward(), 8, K=1.5)
+        rlr.estimate_gradient("truncated", model, _reward(), 8, K=1.5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="steps"):
         rlr.TinyDiffusion(steps=1)
     with pytest.raises(ValueError, match="beta_max"):
@@ -178,6 +178,13 @@ def test_smoke_report_has_every_claim_and_chart():
         chart.to_dict()
     nums = rlr.numbers(rep)
     assert all(math.isfinite(v) for v in nums.values())
+    # paired fine-tuning differences: counts of runs and a consistent range
+    assert nums["n_runs"] == 2
+    for k in ("ddpo", "trunc1"):
+        assert 0 <= nums[f"rlr_below_{k}"] <= nums["n_runs"]
+        assert nums[f"rlr_minus_{k}_lo"] <= nums[f"rlr_minus_{k}_hi"]
+    # Experiment A runs one seed: its claims are single numbers, not medians over seeds
+    assert rep.claim("variance_rlr_vs_ddpo").per_seed == ()
 
 
 def test_book_scale_cloud_chart_fits_the_row_limit():
