@@ -33,14 +33,16 @@ from typing import Any
 import torch
 
 from iclr_lab.core.progress import progress
-from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.core.validation import check_choice, check_int, check_range
 from iclr_lab.routing.instances import generate
 from iclr_lab.routing.model import PolicyConfig, RoutingPolicy, rollout
 
-__all__ = ["FORMAT", "TrainConfig", "code_version", "load_policy", "main", "train"]
+__all__ = ["FORMAT", "SHIPPED_SEEDS", "TrainConfig", "code_version", "load_policy", "main", "shipped_path",
+           "train"]
 
 FORMAT = "iclr_lab.routing.policy/1"
-CHECKPOINTS = Path(__file__).with_name("checkpoints")  # shipped policies: <name>.pt
+CHECKPOINTS = Path(__file__).with_name("checkpoints")  # shipped policies: <model>-<seed>.pt (+ .json)
+SHIPPED_SEEDS = (0, 1, 2)
 EMA_ALPHA = 0.25
 
 
@@ -159,12 +161,23 @@ def _save(out: Path, policy: RoutingPolicy, opt: torch.optim.Optimizer, ema: tor
     (out / "config.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
-def load_policy(path_or_name: str | Path, *, config: PolicyConfig | None = None) -> RoutingPolicy:
+def shipped_path(model: str, seed: int = 0) -> Path:
+    """Path of a shipped policy file, ``checkpoints/<model>-<seed>.pt`` (its training record is the
+    ``.json`` beside it)."""
+    check_choice("model", model, ("ccl", "static"))
+    seed = int(check_choice("seed", seed, SHIPPED_SEEDS))
+    return CHECKPOINTS / f"{model}-{seed}.pt"
+
+
+def load_policy(path_or_name: str | Path, *, seed: int = 0,
+                config: PolicyConfig | None = None) -> RoutingPolicy:
     """Load a policy in evaluation mode.
 
     Args:
         path_or_name: ``"ccl"`` or ``"static"`` (the shipped checkpoints), a ``policy.pt`` /
             ``checkpoint.pt`` file, or a training folder.
+        seed: which shipped training seed (0, 1 or 2) when ``path_or_name`` names a model; seed 0 is
+            the chapter's main checkpoint.
         config: if given, the architecture the checkpoint must have.
 
     Raises:
@@ -174,7 +187,7 @@ def load_policy(path_or_name: str | Path, *, config: PolicyConfig | None = None)
     """
     p = Path(path_or_name)
     if str(path_or_name) in ("ccl", "static"):
-        p = CHECKPOINTS / f"{path_or_name}.pt"
+        p = shipped_path(str(path_or_name), seed)
         if not p.exists():
             raise FileNotFoundError(f"path_or_name: no shipped checkpoint {p}; train one with "
                                     f"python -m iclr_lab.routing.train --model {path_or_name} --out DIR")

@@ -1,0 +1,188 @@
+"""The ccl_vrp chapter's fixed test set and the offline script that scores it.
+
+Decoding the whole test set (24 variants x 100 instances, 8 symmetries x 20 starts each) with six
+checkpoints, and solving it with PyVRP, takes about half an hour of CPU, far beyond a chapter's
+budget, so this script does it once and ships the per-instance results as
+``iclr_lab/routing/data/test_costs.csv``; the chapter re-decodes a sample live and checks that it
+matches. ::
+
+    python -m iclr_lab.routing.evaluate ship /work/_ccl_runs     # copy the trained runs in
+    python -m iclr_lab.routing.evaluate score pyvrp --work W     # one column at a time (resumable)
+    python -m iclr_lab.routing.evaluate score ccl_0 --work W
+    python -m iclr_lab.routing.evaluate merge --work W           # write the CSV
+
+Columns of the CSV: ``variant``, ``ood`` (mixed backhaul), ``instance`` (0..99); one cost column per
+solver, ``pyvrp``, ``nn`` (nearest neighbour) and ``<model>_<seed>`` for the shipped policies; and for
+every solver but PyVRP (whose solutions are checked inside :func:`pyvrp_solve`) ``ok_<solver>``, the
+independent checker's verdict under the physical mixed-backhaul load rule (``mb_rule="profile"``),
+and ``okenv_<solver>``, its verdict under the environment's looser rule (``mb_rule="env"``; it
+differs only on the mixed-backhaul variants).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from iclr_lab.core.validation import check_choice, check_int
+from iclr_lab.routing.instances import ID_VARIANTS, MB_VARIANTS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from iclr_lab.routing.instances import VRPBatch
+
+__all__ = ["COSTS_CSV", "SOLVERS", "TEST_SEED", "learning_curves", "load_costs", "main", "test_instances"]
+
+TEST_SEED = 1_000_000_007  # far from every training batch's seed (seed * 1_000_003 + step)
+TEST_COUNT = 100
+TEST_NODES = 20
+PYVRP_ITERATIONS = 2000
+COSTS_CSV = Path(__file__).with_name("data") / "test_costs.csv"
+POLICIES = tuple(f"{m}_{s}" for m in ("ccl", "static") for s in (0, 1, 2))
+SOLVERS = ("pyvrp", "nn") + POLICIES
+
+
+def test_instances(variant: str, count: int = TEST_COUNT, n: int = TEST_NODES) -> VRPBatch:
+    """The chapter's test set for ``variant``: instance ``i`` of the shipped CSV is ``[i]`` of this.
+
+    One seed for every variant, so the 24 variants share their 100 geometries (and demands, windows,
+    limits) and differ only in which attributes they keep.
+    """
+    from iclr_lab.routing.instances import generate
+
+    check_choice("variant", variant, ID_VARIANTS + MB_VARIANTS)
+    return generate(variant, check_int("n", n, 2), check_int("count", count, 1), seed=TEST_SEED)
+
+
+def load_costs() -> pd.DataFrame:
+    """The shipped per-instance results (module docstring)."""
+    import pandas as pd
+
+    if not COSTS_CSV.exists():
+        raise FileNotFoundError(f"{COSTS_CSV} is missing; make it with python -m iclr_lab.routing.evaluate")
+    return pd.read_csv(COSTS_CSV)
+
+
+def learning_curves() -> pd.DataFrame:
+    """Training curves of the shipped policies: columns ``model``, ``seed``, ``step``, ``cost`` (mean
+    over the step's batch of the best of its starts, on fresh training instances) and ``cpu_s``."""
+    import pandas as pd
+
+    from iclr_lab.routing.train import SHIPPED_SEEDS, shipped_path
+
+    frames = []
+    for model in ("ccl", "static"):
+        for seed in SHIPPED_SEEDS:
+            meta = json.loads(shipped_path(model, seed).with_suffix(".json").read_text())
+            h = meta["history"]
+            frames.append(pd.DataFrame({"model": model, "seed": seed, "step": h["step"], "cost": h["cost"],
+                                        "cpu_s": h["cpu_s"]}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _score(solver: str, work: Path) -> None:
+    import pandas as pd
+    import torch
+
+    from iclr_lab.core.progress import progress
+    from iclr_lab.routing.checker import check_solution
+    from iclr_lab.routing.model import solve
+    from iclr_lab.routing.solvers import nearest_neighbour, pyvrp_solve
+    from iclr_lab.routing.train import load_policy
+
+    torch.set_num_threads(1)
+    out = work / f"{solver}.csv"
+    done = pd.read_csv(out) if out.exists() else None
+    rows = [] if done is None else done.to_dict("records")
+    finished = set() if done is None else set(done["variant"])
+    policy = None
+    if solver in POLICIES:
+        model, seed = solver.split("_")
+        policy = load_policy(model, seed=int(seed))
+    for variant in progress(ID_VARIANTS + MB_VARIANTS, desc=f"score {solver}"):
+        if variant in finished:
+            continue
+        inst = test_instances(variant)
+        if solver == "pyvrp":
+            costs = [pyvrp_solve(inst[i], time_limit=600, iterations=PYVRP_ITERATIONS, seed=0)[0]
+                     for i in range(inst.batch_size)]
+            rows += [{"variant": variant, "instance": i, "cost": c} for i, c in enumerate(costs)]
+        else:
+            if solver == "nn":
+                _, routes = nearest_neighbour(inst)
+            else:
+                assert policy is not None
+                routes = solve(policy, inst, augment=8).routes
+            for i, r in enumerate(routes):
+                strict = check_solution(inst[i], r, mb_rule="profile")
+                loose = check_solution(inst[i], r, mb_rule="env")
+                rows.append({"variant": variant, "instance": i, "cost": strict.cost, "ok": strict.feasible,
+                             "okenv": loose.feasible})
+        pd.DataFrame(rows).to_csv(out, index=False)  # after each variant: the scoring is resumable
+
+
+def _merge(work: Path) -> None:
+    import pandas as pd
+
+    base: pd.DataFrame | None = None
+    for solver in SOLVERS:
+        part = pd.read_csv(work / f"{solver}.csv")
+        if len(part) != TEST_COUNT * len(ID_VARIANTS + MB_VARIANTS):
+            raise ValueError(f"{solver}: {len(part)} rows, scoring is unfinished")
+        part = part.rename(columns={"cost": solver, "ok": f"ok_{solver}", "okenv": f"okenv_{solver}"})
+        base = part if base is None else base.merge(part, on=["variant", "instance"], validate="1:1")
+    assert base is not None
+    base.insert(1, "ood", base["variant"].isin(MB_VARIANTS))
+    cost_cols = list(SOLVERS)
+    ok_cols = [c for c in base.columns if c.startswith("ok")]
+    base = base[["variant", "ood", "instance"] + cost_cols + ok_cols]
+    COSTS_CSV.parent.mkdir(exist_ok=True)
+    base.to_csv(COSTS_CSV, index=False, float_format="%.6f")
+
+
+def _ship(runs: Path) -> None:
+    from iclr_lab.routing.train import shipped_path
+
+    for model in ("ccl", "static"):
+        for seed in (0, 1, 2):
+            src = runs / f"{model}-{seed}"
+            meta = json.loads((src / "config.json").read_text())
+            if meta["step"] != meta["train"]["steps"]:
+                raise ValueError(f"{src}: training stopped at step {meta['step']} of "
+                                 f"{meta['train']['steps']}")
+
+            dst = shipped_path(model, seed)
+            dst.parent.mkdir(exist_ok=True)
+            shutil.copyfile(src / "policy.pt", dst)
+            shutil.copyfile(src / "config.json", dst.with_suffix(".json"))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Command-line entry point (``python -m iclr_lab.routing.evaluate --help``)."""
+    ap = argparse.ArgumentParser(prog="python -m iclr_lab.routing.evaluate",
+                                 description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sp = sub.add_parser("ship", help="copy trained runs <runs>/<model>-<seed>/ into the package")
+    sp.add_argument("runs", type=Path)
+    sc = sub.add_parser("score", help="score one solver on the whole test set")
+    sc.add_argument("solver", choices=SOLVERS)
+    sc.add_argument("--work", type=Path, required=True)
+    mg = sub.add_parser("merge", help="merge the scored solvers into the shipped CSV")
+    mg.add_argument("--work", type=Path, required=True)
+    a = ap.parse_args(argv)
+    if a.cmd == "ship":
+        _ship(a.runs)
+    elif a.cmd == "score":
+        a.work.mkdir(parents=True, exist_ok=True)
+        _score(a.solver, a.work)
+    else:
+        _merge(a.work)
+
+
+if __name__ == "__main__":
+    main()
