@@ -16,6 +16,7 @@ from iclr_lab.recovery.risp import (
     Problem,
     explore,
     explorer,
+    image_figure,
     make_operator,
     make_problem,
     nesterov_restart,
@@ -219,6 +220,7 @@ def test_bad_arguments_name_the_parameter(small: Problem) -> None:
 def test_sizes_fix_the_issue_horizons() -> None:
     book = SIZES["book"]
     assert (book.short, book.risp_long, book.red_long) == (300, 1000, 5000)
+    assert (book.learned_size, book.learned_iters) == (64, 300)  # fixed before the learned runs
     assert 0.002 in book.thetas and 1.0 in book.thetas
 
 
@@ -229,7 +231,8 @@ def test_reproduce_smoke_is_deterministic_and_consistent() -> None:
         pd.testing.assert_frame_equal(a.tables[key], b.tables[key])
     names = {c.name for c in a.claims}
     assert {"theta_one_is_red", "grad_ratio", "objective_ratio", "same_fixed_point",
-            "restart_small_theta", "vs_nesterov_restart"} <= names
+            "restart_small_theta", "vs_nesterov_restart", "learned_grad_ratio", "learned_step_safe",
+            "denoiser_gain"} <= names
     nums = numbers(a)
     assert nums["red_vs_red_300"] == pytest.approx(1.0)
     assert a.claim("grad_ratio").measured == pytest.approx(nums["risp_vs_red_300"])
@@ -238,7 +241,20 @@ def test_reproduce_smoke_is_deterministic_and_consistent() -> None:
     # exceed the threshold (the band around F_min censors RED and could never exceed 0.2)
     assert a.claim("objective_ratio").measured == pytest.approx(
         nums["risp_iters_to_own_end"] / nums["red_iters_to_own_end"])
-    assert set(a.charts()) == {"gradient", "objective", "psnr", "theta"}
+    assert set(a.charts()) == {"gradient", "objective", "psnr", "theta", "learned"}
+    # the learned-prior claim is RISP's smallest gradient norm over RED's, from the same runs
+    assert nums["learned_red_vs_red"] == pytest.approx(1.0)
+    assert a.claim("learned_grad_ratio").measured == pytest.approx(nums["learned_risp_vs_red"])
+    lc = a.tables["learned_curves"]
+    risp_rows = lc[lc["method"] == "RISP"]
+    assert nums["learned_risp_min_grad_rel"] == pytest.approx(risp_rows["grad_min_rel"].iloc[-1])
+    assert set(lc["method"]) == {"RED", "RISP", "Nesterov + O'D–C restart"}
+    assert lc["iteration"].max() == SIZES["smoke"].learned_iters
+    assert a.claim("learned_step_safe").measured > 0
+    for table in ("images", "learned_images"):
+        assert len(image_figure(a, table).axes) >= 4
+    with pytest.raises(ValueError, match="table"):
+        image_figure(a, "curves")
     # the run that found F_min ends at it: its two bands coincide, so its two counts agree
     rows = a.tables["summary"].set_index("method")
     best = rows[rows["final_gap_rel"] == 0.0]

@@ -3,8 +3,10 @@
 One deblurring problem (``make_problem``: the camera picture, periodic Gaussian blur, noise 0.01,
 Cauchy prior), solved from the observation with the same step ``1/L`` by RED (``risp-eq-red``),
 RISP (``risp-eq-risp``, ``theta = 0.2``, ``B^2 = 100``), heavy ball without restart, and
-Nesterov's method with O'Donoghue and Candes's gradient restart (``risp-eq-nesterov``). Every
-iteration count is fixed in ``SIZES`` before any run. The seed draws the noise.
+Nesterov's method with O'Donoghue and Candes's gradient restart (``risp-eq-nesterov``). Then the
+same deblurring problem on a smaller picture with the learned gradient-step prior
+(``risp-eq-learned``), solved by RED, RISP and Nesterov with restart. Every iteration count is
+fixed in ``SIZES`` before any run. The seed draws the noise.
 """
 
 from __future__ import annotations
@@ -14,14 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.core.validation import check_choice, check_int, check_range
 from iclr_lab.recovery.risp.method import (
+    Problem,
     Trace,
     make_problem,
     nesterov_restart,
+    psnr,
     red,
     risp,
 )
+from iclr_lab.recovery.risp.prior import LearnedPrior
 
 if TYPE_CHECKING:
     import altair as alt
@@ -38,6 +43,9 @@ GRAD_TOL = 1e-3          # relative gradient tolerance of the "against the resta
 OBJ_TOL = 1e-4           # relative objective gap of the "faster to the objective" claim
 SMALL_THETA, SMALL_B2 = 0.002, 10.0
 GAP_FLOOR = 1e-12        # floor of the relative objective gap on the chart's log axis
+LEARNED_RATIO = 0.25     # the learned-prior claim's threshold, the classical claim's, fixed before its runs
+DENOISE_GAIN = 1.5       # dB: the least PSNR gain of the GS denoiser on the test picture
+LIP_USED = "learned prior: Lipschitz estimate used (safety x local at the start)"
 
 
 @dataclass(frozen=True)
@@ -48,12 +56,15 @@ class _Sizes:
     red_long: int    # RED's horizon for the fixed point (5000)
     thetas: tuple[float, ...]
     snapshot: int    # iteration shown in the image panel
+    learned_size: int   # image side with the learned prior (a network pass per gradient)
+    learned_iters: int  # the learned-prior comparison's iteration budget (fixed before its runs)
 
 
 SIZES = {
-    "smoke": _Sizes(32, 30, 60, 120, (1.0, 0.2, 0.002), 10),
-    "book": _Sizes(128, 300, 1000, 5000, (1.0, 0.5, 0.2, 0.1, 0.05, 0.01, 0.002), 50),
-    "paper": _Sizes(256, 300, 1000, 5000, (1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.002), 50),
+    "smoke": _Sizes(32, 30, 60, 120, (1.0, 0.2, 0.002), 10, 24, 30),
+    "book": _Sizes(128, 300, 1000, 5000, (1.0, 0.5, 0.2, 0.1, 0.05, 0.01, 0.002), 50, 64, 300),
+    "paper": _Sizes(256, 300, 1000, 5000, (1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.002), 50,
+                    128, 1000),
 }
 
 
@@ -85,15 +96,63 @@ def _curve_rows(method: str, tr: Trace, g0: float, f_min: float, f0: float) -> p
                          "psnr": tr.psnr[ks]})
 
 
+def _image_table(panels: dict[str, np.ndarray]) -> pd.DataFrame:
+    import pandas as pd
+
+    frames = []
+    for name, img in panels.items():
+        h, w = img.shape
+        frames.append(pd.DataFrame({"panel": name, "row": np.repeat(np.arange(h), w),
+                                    "col": np.tile(np.arange(w), h), "value": img.ravel()}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _learned_rows(method: str, tr: Trace, g0: float) -> pd.DataFrame:
+    import pandas as pd
+
+    ks = _log_iters(len(tr.grad_norm) - 1)
+    return pd.DataFrame({"method": method, "iteration": ks, "grad_rel": tr.grad_norm[ks] / g0,
+                         "grad_min_rel": np.minimum.accumulate(tr.grad_norm)[ks] / g0,
+                         "psnr": tr.psnr[ks]})
+
+
+def _learned_runs(sz: _Sizes, seed: int) -> tuple[dict[str, Trace], Problem, dict[str, float]]:
+    """RED, RISP and Nesterov with restart on the deblurring problem with the learned prior, and
+    the checks of the prior: its Lipschitz estimate where the runs ended, and its denoising gain."""
+    from iclr_lab.core.progress import progress
+
+    lp = make_problem(sz.learned_size, seed=seed, prior=LearnedPrior.load())
+    m, snap = sz.learned_iters, sz.snapshot
+    b2 = _b2(sz.learned_size, B2)
+    jobs = [(RED, lambda: red(lp, iters=m, keep=(snap,))),
+            (RISP, lambda: risp(lp, theta=THETA, restart=b2, iters=m, keep=(snap,))),
+            (NEST, lambda: nesterov_restart(lp, iters=m))]
+    runs = {name: job() for name, job in progress(jobs, desc="risp: learned prior")}
+    prior = lp.prior
+    assert isinstance(prior, LearnedPrior) and lp.truth is not None
+    # the step used a local estimate at the start; how large is the curvature where the runs ended?
+    at_ends = max(prior.estimate_lipschitz(runs[n].x) for n in (RED, RISP))
+    # a noise stream apart from the observation's (make_problem draws that one from default_rng(seed))
+    noisy = lp.truth + prior.sigma * np.random.default_rng((seed, 1)).standard_normal(lp.truth.shape)
+    gain = psnr(prior.denoise(noisy), lp.truth) - psnr(noisy, lp.truth)
+    checks = {LIP_USED: prior.lipschitz,
+              "learned prior: largest curvature at the ends": at_ends,
+              "learned prior: curvature at the ends / estimate used": at_ends / prior.lipschitz,
+              "denoiser: PSNR gain on the test picture (dB)": gain}
+    return runs, lp, checks
+
+
 def reproduce(scale: str = "book", seed: int = 0) -> Report:
     """Run the chapter's deblurring experiment and measure its claims.
 
     Tables: ``curves`` (per method and iteration: relative gradient norm, its running minimum,
     relative objective gap, PSNR), ``theta_sweep`` (RISP with and without restart over theta),
-    ``summary`` (one row per method: the numbers the claims use) and ``images`` (crops of the truth,
-    the observation, and RED's and RISP's iterates at one iteration).
+    ``summary`` (one row per method: the numbers the claims use), ``images`` (crops of the truth,
+    the observation, and RED's and RISP's iterates at one iteration), ``checks`` (single numbers),
+    and for the learned prior ``learned_curves``, ``learned_summary`` and ``learned_images``.
     """
     import pandas as pd
+    import torch  # noqa: F401 - imported before seed_everything, which then pins it to one thread
 
     from iclr_lab.core.progress import progress
     from iclr_lab.core.report import Claim, Report, timed
@@ -130,6 +189,7 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
         eq = risp(p, theta=1.0, restart=b2, iters=sz.snapshot, keep=(sz.snapshot,))
         red_eq = red(p, iters=sz.snapshot, keep=(sz.snapshot,))
         diff_theta_one = float(np.max(np.abs(eq.snapshots[snap] - red_eq.snapshots[snap])))
+        learned, lp, lchecks = _learned_runs(sz, seed)
 
     curves = pd.concat([_curve_rows(m, t, g0, f_min, f0) for m, t in runs.items()], ignore_index=True)
     sweep = []
@@ -172,17 +232,35 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
     extra = pd.DataFrame([{"quantity": "theta=1 vs RED, max abs difference", "value": diff_theta_one},
                           {"quantity": "small-theta restart ratio", "value": small_ratio},
                           {"quantity": "RMS distance, RISP end to RED end", "value": rms_risp_red},
-                          {"quantity": "RMS distance, Nesterov end to RED end", "value": rms_nest_red}])
+                          {"quantity": "RMS distance, Nesterov end to RED end", "value": rms_nest_red},
+                          *({"quantity": k, "value": v} for k, v in lchecks.items())])
 
     crop = slice(sz.size // 4, sz.size // 4 + sz.size // 2)
     assert p.truth is not None
     panels = {"truth": p.truth, "observed (blurred, noisy)": p.y,
               f"RED, iteration {snap}": runs[RED].snapshots[snap],
               f"RISP, iteration {snap}": runs[RISP].snapshots[snap]}
-    images = pd.concat([pd.DataFrame({"panel": name, "row": np.repeat(np.arange(sz.size // 2), sz.size // 2),
-                                      "col": np.tile(np.arange(sz.size // 2), sz.size // 2),
-                                      "value": img[crop, crop].ravel()})
-                        for name, img in panels.items()], ignore_index=True)
+    images = _image_table({name: img[crop, crop] for name, img in panels.items()})
+    lg0 = float(learned[RED].grad_norm[0])
+    learned_curves = pd.concat([_learned_rows(name, t, lg0) for name, t in learned.items()],
+                               ignore_index=True)
+    m = sz.learned_iters
+    lstats = {name: {"min_grad_rel": float(np.min(t.grad_norm)) / lg0,
+                     "vs_red": float(np.min(t.grad_norm)) / float(np.min(learned[RED].grad_norm)),
+                     "final_grad_rel": float(t.grad_norm[-1]) / lg0,
+                     "final_psnr": float(t.psnr[-1]),
+                     "peak_psnr": float(np.max(t.psnr)),
+                     "peak_iteration": float(np.argmax(t.psnr)),
+                     "restarts": float(len(t.restarts)), "budget": float(m)}
+              for name, t in learned.items()}
+    learned_summary = pd.DataFrame([{"method": k, **v} for k, v in lstats.items()])
+    assert lp.truth is not None and isinstance(lp.prior, LearnedPrior)
+    lsnap = sz.snapshot
+    learned_images = _image_table({"truth": lp.truth, "observed (blurred, noisy)": lp.y,
+                                   f"RED, iteration {lsnap}": learned[RED].snapshots[lsnap],
+                                   f"RISP, iteration {lsnap}": learned[RISP].snapshots[lsnap],
+                                   f"RED, iteration {m}": learned[RED].x,
+                                   f"RISP, iteration {m}": learned[RISP].x})
 
     st = stats
     # time to settle at the run's own end value: the band around F_min cannot separate the methods,
@@ -232,9 +310,29 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
               f"Nesterov with O'Donoghue-Candes restart (ratio of counts <= 1)",
               st[RISP]["iters_to_grad_tol"] / st[NEST]["iters_to_grad_tol"], 1.0, "<=",
               "not compared in the paper", expected=False, kind="paper", source="prior"),
+        Claim("learned_grad_ratio",
+              f"With the learned gradient-step prior ({sz.learned_size} x {sz.learned_size} pixels), "
+              f"RISP's smallest gradient norm within {m} iterations is <= {LEARNED_RATIO:g}x RED's "
+              f"(Nesterov with restart: {lstats[NEST]['vs_red']:.3g}x)",
+              lstats[RISP]["vs_red"], LEARNED_RATIO, "<=",
+              "RISP lowers ||grad F|| by orders of magnitude more than RED in 200 iterations, with "
+              "gradient-step DRUNet priors (deblurring)", kind="paper", source="prior"),
+        Claim("learned_step_safe",
+              "The learned prior's curvature (spectral norm of its Hessian) at the last iterates of "
+              "RED and RISP is at most the Lipschitz estimate that set their step (ratio <= 1)",
+              lchecks["learned prior: curvature at the ends / estimate used"], 1.0, "<=",
+              "the step must stay below 1/L (assumption A2); the paper's GS priors need an estimate too",
+              kind="sanity", source="prior"),
+        Claim("denoiser_gain",
+              f"The gradient-step denoiser, on the test picture (never trained on) with noise "
+              f"{lp.prior.sigma:g}, gains >= {DENOISE_GAIN:g} dB of PSNR over its noisy input",
+              lchecks["denoiser: PSNR gain on the test picture (dB)"], DENOISE_GAIN, ">=",
+              "GS denoisers denoise as well as plain ones (Hurault et al.)", kind="sanity",
+              source="prior"),
     ]
     tables = {"curves": curves, "theta_sweep": theta_sweep, "summary": summary, "checks": extra,
-              "images": images}
+              "images": images, "learned_curves": learned_curves, "learned_summary": learned_summary,
+              "learned_images": learned_images}
     return Report("risp", scale, seed, tables, claims, seconds=clock(), chart_builder=charts)
 
 
@@ -252,7 +350,8 @@ def colors() -> dict[str, str]:
 
 
 def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
-    """The chapter's charts: ``gradient`` (the main claim), ``objective``, ``psnr`` and ``theta``."""
+    """The chapter's charts: ``gradient`` (the main claim), ``objective``, ``psnr``, ``theta`` and
+    ``learned`` (the gradient norms with the learned prior)."""
     from iclr_lab.core.charts import curves, reference_line, sweep
 
     cv = report.tables["curves"]
@@ -274,17 +373,29 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
                   color="restart", log_y=True, start=THETA, param_label="θ",
                   x_title="iteration k", y_title="min over j ≤ k of ‖∇F(x_j)‖ / ‖∇F(x_0)‖",
                   highlight="restart", title="RISP over θ, with and without restart")
-    return {"gradient": grad, "objective": obj, "psnr": ps, "theta": theta}
+    lc = report.tables["learned_curves"]
+    learned = curves(lc, x="iteration", y="grad_min_rel", color="method", log_y=True, highlight=RISP,
+                     colors=cols, x_title="iteration k",
+                     y_title="min over j ≤ k of ‖∇F(x_j)‖ / ‖∇F(x_0)‖",
+                     title="Learned prior: smallest gradient norm so far")
+    return {"gradient": grad, "objective": obj, "psnr": ps, "theta": theta, "learned": learned}
 
 
-def image_figure(report: Report) -> matplotlib.figure.Figure:
-    """The image panel (central crops): truth, observation, RED's and RISP's iterates."""
+def image_figure(report: Report, table: str = "images", columns: int = 4) -> matplotlib.figure.Figure:
+    """An image panel from ``report.tables[table]``: ``images`` (central crops: truth, observation,
+    RED's and RISP's iterates) or ``learned_images`` (the same with the learned prior, at two
+    iterations), ``columns`` pictures per row."""
     import matplotlib.pyplot as plt
 
-    im = report.tables["images"]
+    check_int("columns", columns, 1)
+    check_choice("table", table, ("images", "learned_images"))
+    im = report.tables[table]
     names = list(dict.fromkeys(im["panel"]))
-    fig, axes = plt.subplots(1, len(names), figsize=(2.2 * len(names), 2.5), dpi=80)
-    for ax, name in zip(axes, names, strict=True):
+    rows = -(-len(names) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(2.2 * columns, 2.5 * rows), dpi=80, squeeze=False)
+    for ax in axes.ravel()[len(names):]:
+        ax.axis("off")
+    for ax, name in zip(axes.ravel(), names, strict=False):
         d = im[im["panel"] == name]
         side = int(d["row"].max()) + 1
         ax.imshow(d["value"].to_numpy().reshape(side, side), cmap="gray", vmin=0, vmax=1)
@@ -296,7 +407,8 @@ def image_figure(report: Report) -> matplotlib.figure.Figure:
 
 
 def numbers(report: Report) -> dict[str, float]:
-    """Numbers the chapter's prose quotes, read from ``report.tables`` (``summary`` and ``checks``)."""
+    """Numbers the chapter's prose quotes, read from ``report.tables`` (``summary``, ``checks`` and
+    ``learned_summary``)."""
     rows = report.tables["summary"].to_dict("records")
     by = {str(r["method"]): r for r in rows}
     out: dict[str, float] = {}
@@ -310,6 +422,13 @@ def numbers(report: Report) -> dict[str, float]:
     checks = dict(zip(report.tables["checks"]["quantity"], report.tables["checks"]["value"], strict=True))
     out["rms_risp_red"] = float(checks["RMS distance, RISP end to RED end"])
     out["rms_nest_red"] = float(checks["RMS distance, Nesterov end to RED end"])
+    lby = {str(r["method"]): r for r in report.tables["learned_summary"].to_dict("records")}
+    for key, name in (("red", RED), ("risp", RISP), ("nest", NEST)):
+        for col in ("min_grad_rel", "vs_red", "final_grad_rel", "final_psnr", "peak_psnr",
+                    "peak_iteration", "restarts", "budget"):
+            out[f"learned_{key}_{col}"] = float(lby[name][col])
+    out["learned_lipschitz"] = float(checks[LIP_USED])
+    out["learned_curvature_ends"] = float(checks["learned prior: largest curvature at the ends"])
     return out
 
 

@@ -1,11 +1,14 @@
 """RED and RISP for imaging inverse problems: forward operators, a score prior, and the solvers.
 
-Everything is numpy. The objective is ``F = f + g`` (``risp-eq-objective``) with the data term
-``f(x) = (lam/2)||A x - y||^2`` and a prior ``g`` seen only through its score ``S = -grad g``.
+The solvers are numpy (a learned prior runs its network in torch inside ``grad``). The objective
+is ``F = f + g`` (``risp-eq-objective``) with the data term ``f(x) = (lam/2)||A x - y||^2`` and a
+prior ``g`` seen only through its score ``S = -grad g``.
 
 * :func:`make_operator` builds the forward operators (blur, inpainting, downsampling) with their
   adjoints;
 * :class:`CauchyPrior` is the classical nonconvex stand-in for a score network (``risp-eq-prior``);
+  :class:`~iclr_lab.recovery.risp.prior.LearnedPrior` is a small learned one (``risp-eq-learned``);
+  any object with ``value``, ``grad`` and ``lipschitz`` (the :class:`Prior` protocol) will do;
 * :func:`red` is the RED gradient method (``risp-eq-red``); :func:`risp` adds inertia and the
   restart rule (``risp-eq-risp``, ``risp-eq-restart``); :func:`nesterov_restart` is Nesterov's
   method with O'Donoghue and Candes's gradient restart, the strongest classical baseline.
@@ -13,15 +16,18 @@ Everything is numpy. The objective is ``F = f + g`` (``risp-eq-objective``) with
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.recovery.risp.prior import LearnedPrior
 
-__all__ = ["CauchyPrior", "Operator", "Problem", "Trace", "make_operator", "make_problem",
+__all__ = ["CauchyPrior", "Operator", "Prior", "Problem", "Trace", "make_operator", "make_problem",
            "nesterov_restart", "psnr", "red", "risp"]
 
 OPERATORS = ("blur", "inpaint", "downsample")
@@ -124,6 +130,24 @@ def _grad2_adjoint(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     return (np.roll(u, 1, axis=1) - u) + (np.roll(v, 1, axis=0) - v)
 
 
+class Prior(Protocol):
+    """What the solvers need of a prior ``g``: its value, its gradient (minus the score) and a
+    Lipschitz constant of the gradient (for the default step ``1/L``)."""
+
+    @property
+    def lipschitz(self) -> float:
+        """A Lipschitz constant of ``grad g`` (or an estimate of one)."""
+        ...
+
+    def value(self, x: np.ndarray) -> float:
+        """``g(x)``."""
+        ...
+
+    def grad(self, x: np.ndarray) -> np.ndarray:
+        """``grad g(x) = -S(x)``."""
+        ...
+
+
 @dataclass(frozen=True)
 class CauchyPrior:
     """The Cauchy (Lorentzian) penalty on image gradients, ``risp-eq-prior``.
@@ -169,12 +193,13 @@ class Problem:
     op: Operator
     y: np.ndarray = field(repr=False)
     lam: float
-    prior: CauchyPrior
+    prior: Prior
     truth: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def lipschitz(self) -> float:
-        """``L = lam ||A||^2 + 8 mu / delta^2``, a Lipschitz constant of ``grad F``."""
+        """``L = lam ||A||^2 + L_g``, a Lipschitz constant of ``grad F`` (``L_g = 8 mu / delta^2``
+        for the Cauchy prior; an estimate for a learned one)."""
         return self.lam * self.op.norm2 + self.prior.lipschitz
 
     def value(self, x: np.ndarray) -> float:
@@ -203,20 +228,40 @@ def psnr(x: np.ndarray, truth: np.ndarray) -> float:
 
 
 def make_problem(size: int = 128, *, kind: str = "blur", noise: float = 0.01, mu: float = 60.0,
-                 delta: float = 0.05, image: str = "camera", seed: int = 0) -> Problem:
+                 delta: float = 0.05, image: str = "camera", seed: int = 0, prior: Prior | None = None,
+                 safety: float = 2.0) -> Problem:
     """The chapter's test problem: a bundled scikit-image picture at ``size x size``, degraded by
     ``make_operator(kind, ...)`` plus Gaussian noise of standard deviation ``noise`` (drawn from
-    ``seed``), with ``lam = 1 / noise^2`` and the Cauchy prior ``(mu, delta)``."""
+    ``seed``), with ``lam = 1 / noise^2``.
+
+    Args:
+        prior: the prior ``g``; default the Cauchy prior ``(mu, delta)``. A
+            :class:`~iclr_lab.recovery.risp.prior.LearnedPrior` without a Lipschitz estimate gets
+            one here: the spectral norm of its Hessian at the start point
+            (:meth:`Problem.start`), times ``safety``.
+        safety: the factor (>= 1) on that estimate, because the curvature of a learned prior
+            changes along the iterates.
+    """
     from iclr_lab.core.datasets import image as load_image
 
     check_int("size", size, 8, 1024)
     sigma = check_range("noise", noise, 0, 1, low_open=True)
+    factor = check_range("safety", safety, 1)
+    if prior is None:
+        prior = CauchyPrior(mu, delta)
+    elif any(inspect.getattr_static(prior, a, None) is None for a in ("value", "grad", "lipschitz")):
+        # getattr_static: reading lipschitz may raise before a learned prior has its estimate
+        raise TypeError(f"prior must have value, grad and lipschitz (a Prior), got {type(prior).__name__}")
     truth = load_image(image, size=size)
     op = make_operator(kind, (size, size), seed=seed)
     rng = np.random.default_rng(check_int("seed", seed, 0))
     clean = op.forward(truth)
     y = clean + sigma * rng.standard_normal(clean.shape)
-    return Problem(op, y, 1.0 / sigma**2, CauchyPrior(mu, delta), truth)
+    problem = Problem(op, y, 1.0 / sigma**2, prior, truth)
+    if isinstance(prior, LearnedPrior) and prior.lipschitz_estimate is None:
+        local = prior.estimate_lipschitz(problem.start())
+        problem = Problem(op, y, problem.lam, prior.with_lipschitz(factor * local), truth)
+    return problem
 
 
 # ----------------------------------------------------------------------------------------------

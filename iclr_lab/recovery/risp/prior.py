@@ -105,7 +105,7 @@ def gs_grad(net: nn.Module, x: torch.Tensor, *, create_graph: bool = False
         xr = x if (create_graph and x.requires_grad) else x.detach().requires_grad_(True)
         r = net(xr)
         (g,) = torch.autograd.grad(r, xr, grad_outputs=r, create_graph=create_graph)
-    return g, r
+    return (g, r) if create_graph else (g.detach(), r.detach())
 
 
 def gs_denoise(net: nn.Module, x: torch.Tensor, *, create_graph: bool = False) -> torch.Tensor:
