@@ -47,16 +47,23 @@ POLICIES = tuple(f"{m}_{s}" for m in ("ccl", "static") for s in (0, 1, 2))
 SOLVERS = ("pyvrp", "nn") + POLICIES
 
 
-def test_instances(variant: str, count: int = TEST_COUNT, n: int = TEST_NODES) -> VRPBatch:
-    """The chapter's test set for ``variant``: instance ``i`` of the shipped CSV is ``[i]`` of this.
+def test_instances(variant: str, count: int = TEST_COUNT) -> VRPBatch:
+    """The chapter's test set for ``variant`` (its first ``count`` instances): instance ``i`` of the
+    shipped CSV is ``test_instances(variant)[i]``.
 
-    One seed for every variant, so the 24 variants share their 100 geometries (and demands, windows,
-    limits) and differ only in which attributes they keep.
+    The 100 instances are always drawn together (a generator's stream depends on the batch size, so
+    ``generate(..., batch=3)`` would not give the first three of them) with one seed for every variant,
+    so the 24 variants share their 100 geometries (and demands, windows, limits) and differ only in
+    which attributes they keep.
     """
     from iclr_lab.routing.instances import generate
 
     check_choice("variant", variant, ID_VARIANTS + MB_VARIANTS)
-    return generate(variant, check_int("n", n, 2), check_int("count", count, 1), seed=TEST_SEED)
+    count = check_int("count", count, 1, TEST_COUNT)
+    return generate(variant, TEST_NODES, TEST_COUNT, seed=TEST_SEED)[:count]
+
+
+test_instances.__test__ = False  # type: ignore[attr-defined]  # not a pytest test, whatever imports it
 
 
 def load_costs() -> pd.DataFrame:
