@@ -22,8 +22,8 @@ torch is imported inside the functions: importing this module does not import it
 from __future__ import annotations
 
 import math
+import pathlib
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,14 +32,13 @@ from iclr_lab.core.validation import check_choice, check_int, check_range
 
 if TYPE_CHECKING:
     import torch
-    from torch import nn
 
 __all__ = ["FORMAT", "WEIGHTS", "DenoiserConfig", "LearnedPrior", "build_network", "gs_denoise",
            "gs_grad", "load_denoiser"]
 
 FORMAT = "iclr_lab.recovery.risp.gs_denoiser/1"
 #: The shipped weights and their record (config, training curve, code version).
-WEIGHTS = Path(__file__).with_name("gs_denoiser.pt")
+WEIGHTS = pathlib.Path(__file__).with_name("gs_denoiser.pt")
 DTYPES = ("float32", "float64")
 
 
@@ -67,7 +66,7 @@ class DenoiserConfig:
         return asdict(self)
 
 
-def build_network(config: DenoiserConfig) -> nn.Sequential:
+def build_network(config: DenoiserConfig) -> torch.nn.Sequential:
     """The residual CNN ``R``: ``depth`` 3x3 convolutions (reflect padding, so no dark border is
     learned) with SoftPlus between them, one grey channel in and out. Weights are drawn from
     torch's global generator (seed it first)."""
@@ -75,7 +74,7 @@ def build_network(config: DenoiserConfig) -> nn.Sequential:
 
     if not isinstance(config, DenoiserConfig):
         raise TypeError(f"config must be a DenoiserConfig, got {type(config).__name__}")
-    layers: list[nn.Module] = []
+    layers: list[torch.nn.Module] = []
     width = [1] + [config.channels] * (config.depth - 1) + [1]
     for i, (a, b) in enumerate(zip(width[:-1], width[1:], strict=True)):
         layers.append(nn.Conv2d(a, b, 3, padding=1, padding_mode="reflect"))
@@ -94,7 +93,7 @@ def _check_batch(x: torch.Tensor) -> None:
         raise ValueError(f"x must be a tensor of shape (batch, 1, h, w), got {got}")
 
 
-def gs_grad(net: nn.Module, x: torch.Tensor, *, create_graph: bool = False
+def gs_grad(net: torch.nn.Module, x: torch.Tensor, *, create_graph: bool = False
             ) -> tuple[torch.Tensor, torch.Tensor]:
     """``grad g_N(x) = J_R(x)^T R(x)`` for ``g_N = 1/2 ||R(x)||^2`` (per image of the batch), and
     ``R(x)``. ``create_graph=True`` keeps the graph for training through it (double backprop)."""
@@ -108,19 +107,19 @@ def gs_grad(net: nn.Module, x: torch.Tensor, *, create_graph: bool = False
     return (g, r) if create_graph else (g.detach(), r.detach())
 
 
-def gs_denoise(net: nn.Module, x: torch.Tensor, *, create_graph: bool = False) -> torch.Tensor:
+def gs_denoise(net: torch.nn.Module, x: torch.Tensor, *, create_graph: bool = False) -> torch.Tensor:
     """The gradient-step denoiser ``D(x) = x - grad g_N(x)`` (``risp-eq-gs``)."""
     g, _ = gs_grad(net, x, create_graph=create_graph)
     return x - g
 
 
-def load_denoiser(path: str | Path | None = None, *, config: DenoiserConfig | None = None
-                  ) -> tuple[nn.Sequential, DenoiserConfig]:
+def load_denoiser(path: str | pathlib.Path | None = None, *, config: DenoiserConfig | None = None
+                  ) -> tuple[torch.nn.Sequential, DenoiserConfig]:
     """Load a trained ``R`` in evaluation mode, with its parameters frozen.
 
     Args:
         path: a weights file written by :mod:`~iclr_lab.recovery.risp.train_prior`; default the
-            shipped :data:`WEIGHTS`.
+            shipped ``gs_denoiser.pt`` beside this module.
         config: if given, the architecture the file must hold.
 
     Returns:
@@ -133,7 +132,7 @@ def load_denoiser(path: str | Path | None = None, *, config: DenoiserConfig | No
     """
     import torch
 
-    p = WEIGHTS if path is None else Path(path)
+    p = WEIGHTS if path is None else pathlib.Path(path)
     if not p.exists():
         raise FileNotFoundError(f"path: {p} does not exist; make it with "
                                 "python -m iclr_lab.recovery.risp.train_prior")
@@ -212,7 +211,7 @@ class LearnedPrior:
             object.__setattr__(self, "net", copy.deepcopy(self.net).to(want))
 
     @classmethod
-    def load(cls, path: str | Path | None = None, *, weight: float = 1.0,
+    def load(cls, path: str | pathlib.Path | None = None, *, weight: float = 1.0,
              dtype: str = "float32") -> LearnedPrior:
         """The prior of the shipped weights (or of ``path``); see :func:`load_denoiser`."""
         net, config = load_denoiser(path)

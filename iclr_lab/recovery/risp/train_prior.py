@@ -38,17 +38,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from iclr_lab.core.validation import check_int, check_range
-from iclr_lab.recovery.risp.prior import FORMAT, WEIGHTS, DenoiserConfig, build_network, gs_denoise
+from iclr_lab.recovery.risp import prior
+from iclr_lab.recovery.risp.prior import FORMAT, WEIGHTS, build_network, gs_denoise
 
 if TYPE_CHECKING:
-    from torch import nn
+    import torch
 
 __all__ = ["HELD_OUT", "TRAIN_IMAGES", "TrainConfig", "code_version", "main", "patches", "train"]
 
 #: The bundled pictures the denoiser learns from (none of them is a test picture of the chapter).
 TRAIN_IMAGES: tuple[str, ...] = ("brick", "chelsea", "clock", "coffee", "coins", "grass", "gravel",
                                  "moon", "page", "rocket", "text")
-#: Never used for training: the chapter's deblurring picture and the held-out denoising check.
+#: The pictures never used for training (the chapter's deblurring picture and the held-out
+#: denoising check of the tests).
 HELD_OUT: tuple[str, ...] = ("camera", "astronaut")
 #: Downscaling factors of the training pyramid: the chapter restores pictures of 64 to 128 pixels,
 #: 4 to 8 times smaller than the originals, so the fine scales of the originals matter less.
@@ -135,8 +137,8 @@ def patches(levels: Sequence[np.ndarray], count: int, side: int, rng: np.random.
     return out
 
 
-def train(config: DenoiserConfig | None = None, train_config: TrainConfig | None = None
-          ) -> tuple[nn.Sequential, dict[str, Any]]:
+def train(config: prior.DenoiserConfig | None = None, train_config: TrainConfig | None = None
+          ) -> tuple[torch.nn.Sequential, dict[str, Any]]:
     """Train ``R`` and return it with a record: the training curve (``step``, ``loss``: the mean
     squared error of ``D`` on the step's batch, ``psnr``: the same in dB, ``cpu_s``) and the total
     CPU seconds. Runs on one torch thread."""
@@ -145,9 +147,9 @@ def train(config: DenoiserConfig | None = None, train_config: TrainConfig | None
     from iclr_lab.core.nn import warmup_cosine
     from iclr_lab.core.progress import progress
 
-    dc = DenoiserConfig() if config is None else config
+    dc = prior.DenoiserConfig() if config is None else config
     tc = TrainConfig() if train_config is None else train_config
-    if not isinstance(dc, DenoiserConfig) or not isinstance(tc, TrainConfig):
+    if not isinstance(dc, prior.DenoiserConfig) or not isinstance(tc, TrainConfig):
         raise TypeError("config must be a DenoiserConfig and train_config a TrainConfig")
     torch.set_num_threads(1)
     torch.manual_seed(tc.seed)
@@ -181,8 +183,8 @@ def train(config: DenoiserConfig | None = None, train_config: TrainConfig | None
     return net, {"history": history, "cpu_s": time.process_time() - cpu0, "levels": len(levels)}
 
 
-def save(net: nn.Module, config: DenoiserConfig, train_config: TrainConfig, record: dict[str, Any],
-         out: str | Path) -> tuple[Path, Path]:
+def save(net: torch.nn.Module, config: prior.DenoiserConfig, train_config: TrainConfig,
+         record: dict[str, Any], out: str | Path) -> tuple[Path, Path]:
     """Write the weights to ``out`` and the record beside it (suffix ``.json``)."""
     import torch
 
@@ -203,7 +205,7 @@ def save(net: nn.Module, config: DenoiserConfig, train_config: TrainConfig, reco
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line: train with the given settings and write the two files."""
-    d, t = DenoiserConfig(), TrainConfig()
+    d, t = prior.DenoiserConfig(), TrainConfig()
     ap = argparse.ArgumentParser(prog="python -m iclr_lab.recovery.risp.train_prior",
                                  description="Train the RISP chapter's gradient-step denoiser.")
     ap.add_argument("--steps", type=int, default=t.steps)
@@ -216,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--sigma", type=float, default=d.sigma)
     ap.add_argument("--out", type=Path, default=WEIGHTS, help=f"weights file (default {WEIGHTS})")
     a = ap.parse_args(argv)
-    dc = DenoiserConfig(a.channels, a.depth, a.sigma)
+    dc = prior.DenoiserConfig(a.channels, a.depth, a.sigma)
     tc = TrainConfig(steps=a.steps, batch=a.batch, patch=a.patch, lr=a.lr, seed=a.seed)
     net, record = train(dc, tc)
     w, m = save(net, dc, tc, record, a.out)
