@@ -415,8 +415,8 @@ def _claims(t: dict[str, pd.DataFrame]) -> list[Claim]:
         Claim(
             "probe_gain",
             "a ridge probe predicts each node's visit state (the share of the trajectories that have "
-            "served it) better from the node embeddings CCL's decoder uses at that step than from "
-            f"the encoder's: held-out R^2 gain >= {PROBE_GAIN:g} (shipped seed-0 CCL, the live sample)",
+            "served it) better from CCL's re-embedded node embeddings at that step than from the "
+            f"encoder's: held-out R^2 gain >= {PROBE_GAIN:g} (shipped seed-0 CCL, the live sample)",
             float(probe[LABELS["ccl"]]["gain"]), PROBE_GAIN, ">=",
             paper="the paper argues that step-dependent node embeddings align nodes with the "
                   "trajectories' context; it reports no measurement of it",
