@@ -83,6 +83,18 @@ def test_grad_is_the_gradient_of_value(prior64: LearnedPrior) -> None:
         assert float(np.vdot(prior64.grad(x), d)) == pytest.approx(fd, rel=1e-6)
 
 
+def test_value_after_grad_is_the_value_there() -> None:
+    # grad keeps g at its point for the recorder's next call; another point is computed afresh
+    a, b = LearnedPrior.load(), LearnedPrior.load()
+    x = image("camera", size=24)
+    y = x + 0.01
+    a.grad(x)
+    assert a.value(x) == b.value(x)
+    assert a.value(y) == b.value(y) != a.value(x)
+    x[0, 0] += 0.5  # the caller changes its array in place: the kept copy does not follow it
+    assert a.value(x) == b.value(x)
+
+
 def test_float32_grad_agrees_with_float64(prior64: LearnedPrior) -> None:
     x = image("coins", size=32)
     g32, g64 = LearnedPrior.load().grad(x), prior64.grad(x)

@@ -193,6 +193,9 @@ class LearnedPrior:
     weight: float = 1.0
     dtype: str = "float32"
     lipschitz_estimate: float | None = None
+    # g at the point of the last grad call: the solvers' recorders ask for F(x) right after
+    # grad F(x), and the gradient's forward pass has already computed R(x)
+    _last: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, DenoiserConfig):
@@ -244,17 +247,24 @@ class LearnedPrior:
 
         return getattr(torch, self.dtype)
 
+    def _value_of(self, r: torch.Tensor) -> float:
+        return 0.5 * self.scale * float(r.double().square().sum())
+
     def value(self, x: np.ndarray) -> float:
         """``g(x)``."""
         import torch
 
+        last = self._last
+        if "x" in last and last["x"].shape == np.shape(x) and np.array_equal(last["x"], x):
+            return float(last["value"])
         with torch.no_grad():
             r = self.net(_to_batch(x, self._torch_dtype()))
-        return 0.5 * self.scale * float(r.double().square().sum())
+        return self._value_of(r)
 
     def grad(self, x: np.ndarray) -> np.ndarray:
         """``grad g(x) = -S(x)``, minus the score: ``scale * J_R(x)^T R(x)``."""
-        g, _ = gs_grad(self.net, _to_batch(x, self._torch_dtype()))
+        g, r = gs_grad(self.net, _to_batch(x, self._torch_dtype()))
+        self._last.update(x=np.array(x, dtype=np.float64), value=self._value_of(r))
         return self.scale * g[0, 0].double().numpy()
 
     def denoise(self, x: np.ndarray) -> np.ndarray:
