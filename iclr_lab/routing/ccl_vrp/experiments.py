@@ -109,6 +109,9 @@ def test_instance(variant: str, instance: int) -> VRPBatch:
     return batch[check_int("instance", instance, 0, batch.batch_size - 1)]
 
 
+test_instance.__test__ = False  # type: ignore[attr-defined]  # not a pytest test, whatever imports it
+
+
 def concat(batches: Sequence[VRPBatch]) -> VRPBatch:
     """One batch holding the instances of ``batches`` in order (same capacity and backhaul class),
     so that instances of several variants decode together."""
