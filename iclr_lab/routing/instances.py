@@ -171,7 +171,7 @@ def generate(variant: str, n: int, batch: int, seed: int, *, dtype: torch.dtype 
     """Generate ``batch`` instances of ``variant`` with ``n`` customers from ``seed``.
 
     Args:
-        variant: one of :data:`VARIANTS`: a 16 in-distribution name (``CVRP`` ... ``OVRPBLTW``), a
+        variant: one of ``VARIANTS``: a 16 in-distribution name (``CVRP`` ... ``OVRPBLTW``), a
             mixed-backhaul name (``VRPMB`` ... ``OVRPMBLTW``), or ``"mixed"``: each of O, B, L, TW
             kept independently with probability 1/2 per instance (RouteFinder's mixed batches).
         n: customers per instance, at least 2.

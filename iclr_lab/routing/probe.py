@@ -2,8 +2,9 @@
 
 At decoding step ``j`` each node ``n`` has a target, the fraction of the instance's ``S``
 trajectories that have already served it. A ridge regression predicts it from
-``[node embedding, j / T]``, once with the embeddings the decoder actually used at that step
-(``H_j``, re-embedded by TSNR) and once with the encoder's ``H_0``. The step fraction is in both
+``[node embedding, j / T]``, once with the chain's embeddings as step ``j`` starts (``H_j``: the
+encoder's output re-embedded by TSNR at every earlier step; ``rollout(record=True)`` records them
+before the step's own re-embedding) and once with the encoder's ``H_0``. The step fraction is in both
 feature sets, so the static probe already knows "how far along" decoding is; the chain's gain is
 what the embeddings add beyond it. The probe is fitted on half of the instances and its R^2 measured
 on the other half. This probe is a design of the chapter, not of the paper.
