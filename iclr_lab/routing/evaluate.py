@@ -14,9 +14,10 @@ matches. ::
 Columns of the CSV: ``variant``, ``ood`` (mixed backhaul), ``instance`` (0..99); one cost column per
 solver, ``pyvrp``, ``nn`` (nearest neighbour) and ``<model>_<seed>`` for the shipped policies; and
 for every solver but PyVRP (whose solutions are checked inside
-:func:`~iclr_lab.routing.solvers.pyvrp_solve`) ``ok_<solver>``, the independent checker's verdict under the physical mixed-backhaul load rule (``mb_rule="profile"``),
-and ``okenv_<solver>``, its verdict under the environment's looser rule (``mb_rule="env"``; it
-differs only on the mixed-backhaul variants).
+:func:`~iclr_lab.routing.solvers.pyvrp_solve`) ``ok_<solver>``, the independent checker's verdict
+under the physical mixed-backhaul load rule (``mb_rule="profile"``), and ``okenv_<solver>``, its
+verdict under the environment's looser rule (``mb_rule="env"``; it differs only on the
+mixed-backhaul variants).
 """
 
 from __future__ import annotations
