@@ -61,7 +61,14 @@ NN_RATIO = 0.5         # CCL's gap at most half of nearest neighbour's (A2)
 STATIC_RATIO = 0.8     # CCL's gap at most 0.8x the static decoder's (the paper shows about 0.5x)
 PROBE_GAIN = 0.2       # R^2 gain of the visit-state probe (A5)
 SEED_SPREAD = 1.0      # percentage points between training seeds (the issue's acceptance)
-LIVE_RTOL = 1e-4       # live against shipped costs (the CSV keeps 6 decimals)
+LIVE_RTOL = 1e-4       # a live cost "matches" the shipped one within this (the CSV keeps 6 decimals)
+# Greedy decoding takes argmaxes in float32: on another CPU a near-tie between two logits can flip
+# and change one tour. The live check tolerates a rare flip, but not a wrong CSV: per solver, at
+# least LIVE_SHARE of the live costs match the shipped ones, and their mean relative difference is
+# at most LIVE_MEAN (a flipped tour moves one cost by a few percent, i.e. about 3e-4 of a 128-row
+# mean; a stale or wrong column mismatches nearly every row).
+LIVE_SHARE = 95.0      # percent of the live costs of each solver
+LIVE_MEAN = 1e-3
 
 
 @dataclass(frozen=True)
@@ -297,13 +304,26 @@ def gate_trace(pol: RoutingPolicy, instances: VRPBatch, *, p_reembed: float = 1.
     return pd.DataFrame(rows)
 
 
+def _drift(pol: RoutingPolicy, batch: VRPBatch, p_reembed: float) -> float:
+    """How far the chain moves the node embeddings: ``|H_j - H_0| / |H_0|`` per node, averaged over
+    the nodes, the instances and the steps that the probe reads."""
+    with torch.no_grad():
+        r = rollout(pol.eval(), batch, greedy=True, p_reembed=p_reembed, record=True)
+    assert r.embeddings is not None
+    emb = r.embeddings
+    return float(((emb - emb[:1]).norm(dim=-1) / emb[:1].norm(dim=-1)).mean())
+
+
 def _probe(batch: VRPBatch) -> pd.DataFrame:
     rows = []
     for label, pol, p in ((LABELS["ccl"], policy("ccl", 0), 1.0),
                           (f"{LABELS['ccl']}, no re-embedding (P = 0)", policy("ccl", 0), 0.0),
                           (LABELS["static"], policy("static", 0), 1.0)):
         res = visit_state_probe(pol, batch, p_reembed=p)
-        rows.append({"policy": label, "r2_step": res.chain, "r2_encoder": res.static, "gain": res.gain})
+        # without re-embedding (static decoder, or P = 0) the embeddings never move
+        drift = _drift(pol, batch, p) if pol.config.decoder == "ccl" and p > 0 else 0.0
+        rows.append({"policy": label, "r2_step": res.chain, "r2_encoder": res.static, "gain": res.gain,
+                     "drift": drift})
     return pd.DataFrame(rows)
 
 
@@ -314,6 +334,21 @@ def _flops(nodes: Sequence[int]) -> pd.DataFrame:
         for shared, name in ((True, "shared (TSNR)"), (False, "per trajectory")):
             rows.append({"customers": n, "scheme": name,
                          "flops": tsnr_flops(n + 1, n, cfg, shared=shared)})
+    return pd.DataFrame(rows)
+
+
+def _train() -> pd.DataFrame:
+    """Each shipped run's training record: steps, batch size and the instances it saw."""
+    import json
+
+    from iclr_lab.routing.train import shipped_path
+
+    rows = []
+    for model in MODELS:
+        for seed in TRAIN_SEEDS:
+            tc = json.loads(shipped_path(model, seed).with_suffix(".json").read_text())["train"]
+            rows.append({"model": LABELS[model], "seed": seed, "steps": tc["steps"], "batch": tc["batch"],
+                         "instances": tc["steps"] * tc["batch"]})
     return pd.DataFrame(rows)
 
 
@@ -365,6 +400,7 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
             "probe": _probe(batch),
             "flops": _flops(size.flops_nodes),
             "curves": _curves(),
+            "train": _train(),
         }
     from iclr_lab.routing.ccl_vrp.explore import charts
 
@@ -386,6 +422,9 @@ def _claims(t: dict[str, pd.DataFrame]) -> list[Claim]:
     shipped_ok = float(gaps[~gaps.ood].passed.min())
     live = t["live"]
     live_ok = 100 * float(live.ok.groupby([live.variant, live.solver]).mean().min())
+    by_solver = live.groupby("solver").rel_diff
+    live_share = 100 * float(by_solver.apply(lambda r: (r <= LIVE_RTOL).mean()).min())
+    live_mean = float(by_solver.mean().max())
     probe = {str(r["policy"]): r for r in t["probe"].to_dict("records")}
     return [
         Claim.over_seeds(
@@ -435,10 +474,21 @@ def _claims(t: dict[str, pd.DataFrame]) -> list[Claim]:
             kind="sanity", source="prior"),
         Claim(
             "live_matches_shipped",
-            "the live re-run reproduces the shipped costs: largest relative difference between a live "
-            f"cost and the shipped one (both policies of seed 0, nearest neighbour, PyVRP) <= {LIVE_RTOL:g}",
-            float(live.rel_diff.max()), LIVE_RTOL, "<=",
+            "the live re-run reproduces the shipped costs: for each solver (both policies of seed 0, "
+            f"nearest neighbour, PyVRP) at least {LIVE_SHARE:g} % of the live costs equal the shipped "
+            f"ones to a relative {LIVE_RTOL:g} (smallest share over the solvers, in percent; a rare "
+            "argmax flip on another CPU is tolerated)",
+            live_share, LIVE_SHARE, ">=",
             paper="no counterpart: this checks that the shipped CSV is what the shipped code computes",
+            kind="sanity", source="prior"),
+        Claim(
+            "live_mean_difference",
+            "the live costs are close to the shipped ones on average: per solver, the mean relative "
+            f"difference between live and shipped costs is at most {LIVE_MEAN:g} (largest over the "
+            "solvers)",
+            live_mean, LIVE_MEAN, "<=",
+            paper="no counterpart: it bounds what the tolerated mismatches of live_matches_shipped "
+                  "may cost",
             kind="sanity", source="prior"),
         Claim(
             "training_reproducible",
@@ -483,10 +533,21 @@ def numbers(report: Report) -> dict[str, float]:
     out["live_instances"] = float(len(live[live.solver == "ccl_0"]))
     out["pyvrp_live"] = float((live.solver == "pyvrp").sum())
     out["live_max_rel"] = float(live.rel_diff.max())
+    out["live_rows"] = float(len(live))
+    out["live_mismatches"] = float((live.rel_diff > LIVE_RTOL).sum())
+    dm = d[d.ood]
+    no_tw = ~dm.variant.str.endswith("TW")
+    out["ood_pos_notw"] = float((dm[no_tw].difference > 0).sum())
+    out["ood_notw"] = float(no_tw.sum())
+    out["ood_neg_tw"] = float((dm[~no_tw].difference < 0).sum())
+    out["ood_tw"] = float((~no_tw).sum())
+    neural = s[s.model.isin([LABELS["ccl"], LABELS["static"]])]
+    out["neural_passed_ood_env_min"] = float(neural.passed_ood_env.min())
     pr = {str(r["policy"]): r for r in t["probe"].to_dict("records")}
     out["probe_r2_step"] = float(pr[LABELS["ccl"]]["r2_step"])
     out["probe_r2_encoder"] = float(pr[LABELS["ccl"]]["r2_encoder"])
     out["probe_static_gain"] = float(pr[LABELS["static"]]["gain"])
+    out["probe_drift"] = float(pr[LABELS["ccl"]]["drift"])
     c = t["curves"]
     last = c[c.step == c.step.max()]
     for key, model in (("ccl", "ccl"), ("static", "static")):
@@ -495,6 +556,7 @@ def numbers(report: Report) -> dict[str, float]:
         out[f"{key}_train_min_lo"] = float(cpu.min())
         out[f"{key}_train_min_hi"] = float(cpu.max())
     out["train_steps"] = float(c.step.max())
+    out["train_instances"] = float(t["train"].instances.median())
     # how much the training-batch cost still fell over the last 300 steps (against the 300 before)
     top = float(c.step.max())
     for key, model in (("ccl", "ccl"), ("static", "static")):
