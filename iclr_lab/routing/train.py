@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,29 +32,18 @@ from typing import Any
 import torch
 
 from iclr_lab.core.progress import progress
+from iclr_lab.core.provenance import code_version
 from iclr_lab.core.validation import check_choice, check_int, check_range
 from iclr_lab.routing.instances import generate
 from iclr_lab.routing.model import PolicyConfig, RoutingPolicy, rollout
 
-__all__ = ["FORMAT", "SHIPPED_SEEDS", "TrainConfig", "code_version", "load_policy", "main", "shipped_path",
+__all__ = ["FORMAT", "SHIPPED_SEEDS", "TrainConfig", "load_policy", "main", "shipped_path",
            "train"]
 
 FORMAT = "iclr_lab.routing.policy/1"
 CHECKPOINTS = Path(__file__).with_name("checkpoints")  # shipped policies: <model>-<seed>.pt (+ .json)
 SHIPPED_SEEDS = (0, 1, 2)
 EMA_ALPHA = 0.25
-
-
-def code_version() -> str:
-    """Package version plus the git commit of the working tree when there is one."""
-    from iclr_lab import __version__
-
-    try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).parent, timeout=10, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        sha = ""
-    return f"{__version__}+{sha}" if sha else __version__
 
 
 class TrainConfig:

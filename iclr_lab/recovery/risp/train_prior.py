@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -37,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from iclr_lab.core.provenance import code_version
 from iclr_lab.core.validation import check_int, check_range
 from iclr_lab.recovery.risp import prior
 from iclr_lab.recovery.risp.prior import FORMAT, WEIGHTS, build_network, gs_denoise
@@ -44,7 +44,7 @@ from iclr_lab.recovery.risp.prior import FORMAT, WEIGHTS, build_network, gs_deno
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["HELD_OUT", "TRAIN_IMAGES", "TrainConfig", "code_version", "main", "patches", "train"]
+__all__ = ["HELD_OUT", "TRAIN_IMAGES", "TrainConfig", "main", "patches", "train"]
 
 #: The bundled pictures the denoiser learns from (none of them is a test picture of the chapter).
 TRAIN_IMAGES: tuple[str, ...] = ("brick", "chelsea", "clock", "coffee", "coins", "grass", "gravel",
@@ -87,18 +87,6 @@ class TrainConfig:
         check_int("warmup", self.warmup, 1)
         check_int("seed", self.seed, 0, 2**31 - 1)
         check_int("log_every", self.log_every, 1)
-
-
-def code_version() -> str:
-    """Package version plus the git commit of the working tree when there is one."""
-    from iclr_lab import __version__
-
-    try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).parent, timeout=10, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        sha = ""
-    return f"{__version__}+{sha}" if sha else __version__
 
 
 def pyramid(names: Sequence[str] = TRAIN_IMAGES, scales: Sequence[int] = SCALES,
