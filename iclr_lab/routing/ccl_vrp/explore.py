@@ -74,12 +74,14 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
                   title="mean gap to PyVRP, % (log scale)")
         pts = alt.Chart(d).mark_point(filled=True, size=60).encode(
             x=x, y=y, color=alt.Color("model:N", scale=scale, title="solver"),
-            shape=alt.Shape("model:N", sort=solvers, title="solver"),
+            # the shape scale shares the colour scale's domain, so the two merge into one legend
+            shape=alt.Shape("model:N", scale=alt.Scale(domain=solvers), title="solver"),
             tooltip=["variant", "model", alt.Tooltip("median:Q", format=".2f"),
                      alt.Tooltip("lo:Q", format=".2f"), alt.Tooltip("hi:Q", format=".2f")])
+        # no legend=None here: a layer that hides the colour legend hides it for the points too
         rules = alt.Chart(d).mark_rule(strokeWidth=2).encode(
             x=alt.X("lo:Q", scale=alt.Scale(type="log", nice=False)), x2="hi:Q", y=y,
-            color=alt.Color("model:N", scale=scale, legend=None))
+            color=alt.Color("model:N", scale=scale, title="solver"))
         panels.append(alt.layer(rules, pts).properties(width=420, height=14 * len(names), title=title))
     gaps_chart = alt.vconcat(*panels).properties(
         title="Gap to PyVRP per variant (point: median over 3 training seeds; bar: min–max)")
@@ -161,7 +163,14 @@ def variant_figure(report: Report) -> matplotlib.figure.Figure:
         ax.set_xlim(-0.03, 1.03)
         ax.set_ylim(-0.03, 1.03)
         ax.set_aspect("equal")
-    fig.tight_layout()
+    from matplotlib.lines import Line2D
+
+    keys = [Line2D([], [], ls="", marker="s", color="black", label="depot"),
+            Line2D([], [], ls="", marker="o", ms=4, color="black", label="delivery"),
+            Line2D([], [], ls="", marker="^", ms=5, color="black", label="pickup"),
+            Line2D([], [], ls=":", color="grey", label="free return (open routes)")]
+    fig.legend(handles=keys, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     plt.close(fig)
     return fig
 
