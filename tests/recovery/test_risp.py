@@ -250,6 +250,9 @@ def test_reproduce_smoke_is_deterministic_and_consistent() -> None:
     assert nums["learned_risp_min_grad_rel"] == pytest.approx(risp_rows["grad_min_rel"].iloc[-1])
     assert set(lc["method"]) == {"RED", "RISP", "Nesterov + O'D–C restart"}
     assert lc["iteration"].max() == SIZES["smoke"].learned_iters
+    # a fair race: every method starts from the same point (gradient norms normalised by RED's at k = 0)
+    assert np.allclose(lc.loc[lc["iteration"] == 0, "grad_rel"], 1.0, rtol=1e-12)
+    assert (a.tables["learned_summary"]["budget"] == SIZES["smoke"].learned_iters).all()
     assert a.claim("learned_step_safe").measured > 0
     for table in ("images", "learned_images"):
         assert len(image_figure(a, table).axes) >= 4
