@@ -53,7 +53,8 @@ def api_rst(part: str, docs: set[str] | None = None) -> list[str]:
         own = {ch.module_name for ch in chapters()}
         shared = [n for n in _modules(f"iclr_lab.{part}")[1:] if n not in own]
         if shared:
-            title = "Shared by the chapters of this part"
+            # a title unique to the page: Sphinx labels section titles, and two parts now have one
+            title = f"Shared by the chapters of this part (``iclr_lab.{part}``)"
             lines += [title, "-" * len(title), ""]
             for name in shared:
                 lines += [f".. automodule:: {name}", "   :members:", ""]
