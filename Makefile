@@ -29,7 +29,8 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --ignore=tests/site --ignore=tests/launch
 
-## site: the built site in a real browser (headless Chromium, network cut) and as HTML; after `make book`
+## site: the built site in a real browser (headless Chromium, network cut) and as HTML, after `make book`;
+## and every chapter's live explorer in a real JupyterLab, in the same browser, network cut
 site: $(STAMP)
 	bash tools/ensure_chromium.sh
 	ICLR_LAB_SITE_REQUIRED=1 $(BIN)/python -m pytest tests/site -q

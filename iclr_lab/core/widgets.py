@@ -6,6 +6,14 @@ first result (``text/html`` in its display bundle): the book shows that chart wi
 to make it live, instead of sliders that cannot do anything. Every chapter pairs an explorer with an
 Altair :func:`~iclr_lab.core.charts.sweep` chart whose slider does work on the static page.
 
+In a live frontend the explorer shows each result in its output area as a :class:`LiveResult`: an
+Altair chart as an SVG drawn in the kernel by vl-convert, with the chart's Vega-Lite spec beside it
+for a frontend that renders that mimetype itself; anything else (a table, a matplotlib figure) as
+itself. An Altair chart's own HTML display loads vega from a CDN, and JupyterLab 4.6 renders
+Vega-Lite v3-v5 but not Altair 6's v6, so without the SVG a reader with no network (``make lab``
+offline, a firewalled campus) would see sliders and an empty output. Only the explorer's output
+changes: the chapter's static charts keep Altair's interactive renderer.
+
 Because the explorer *is* ``ipywidgets.interactive`` over a pure function, tests drive it without a
 kernel: set ``w.children[i].value`` and read ``w.result``.
 
@@ -16,6 +24,7 @@ without it raises an ``ImportError`` that says so.
 from __future__ import annotations
 
 import html
+import io
 import math
 from collections.abc import Callable
 from typing import Any
@@ -28,7 +37,7 @@ except ImportError as err:  # pragma: no cover - exercised in a subprocess by th
         "`pip install \"iclr-lab[widgets]\"` (in a notebook: `%pip install ipywidgets`), then "
         "restart the kernel. Everything else in iclr_lab works without it.") from err
 
-__all__ = ["Explorer", "explorer", "log_slider", "slider"]
+__all__ = ["Explorer", "LiveResult", "explorer", "live_bundle", "log_slider", "slider"]
 
 _STYLE = {"description_width": "initial"}
 _LAYOUT = widgets.Layout(width="420px")
@@ -63,13 +72,75 @@ def _control_range(w: Any) -> str:
     return f" ({lo:.4g}\u2013{hi:.4g})"
 
 
-class Explorer(widgets.interactive):
-    """``ipywidgets.interactive`` whose display bundle also holds a static HTML rendering.
+def _is_altair(result: Any) -> bool:
+    return type(result).__module__.startswith("altair.") and hasattr(result, "to_dict")
 
-    A live frontend renders the widget; the book's static pages render the ``text/html`` part:
-    the first result (an Altair chart or a table) under a note that lists the controls and says how
-    to make them live.
+
+def live_bundle(result: Any) -> dict[str, Any]:
+    """The display bundle of ``result`` in an explorer's output, drawn with no network.
+
+    An Altair chart becomes ``image/svg+xml`` (vl-convert, in the kernel), its Vega-Lite spec under
+    the mimetype of its own Vega-Lite version (a frontend that renders that version offline may
+    prefer it; JupyterLab 4.6 has no renderer for v6 and shows the SVG) and a short ``text/plain``.
+    No ``text/html``: frontends rank HTML above SVG, and Altair's HTML loads vega from a CDN.
+    Anything else is formatted by IPython as it would be on its own (a DataFrame as a table, a
+    matplotlib figure as a PNG).
     """
+    if _is_altair(result):
+        import altair as alt
+
+        buf = io.StringIO()
+        result.save(buf, format="svg")
+        major = alt.SCHEMA_VERSION.lstrip("v").split(".")[0]
+        return {"image/svg+xml": buf.getvalue(),
+                f"application/vnd.vegalite.v{major}+json": result.to_dict(),
+                "text/plain": f"<{type(result).__name__}: an Altair chart drawn as SVG>"}
+    from IPython.core.interactiveshell import InteractiveShell
+
+    formatter = InteractiveShell.instance().display_formatter if InteractiveShell.initialized() else None
+    if formatter is not None:
+        data, _ = formatter.format(result)
+        return dict(data)
+    return {"text/plain": repr(result)}
+
+
+class LiveResult:
+    """One explorer result as a live frontend shows it (:func:`live_bundle`), drawn only when a
+    frontend asks for it (a test without a kernel never pays for the SVG)."""
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return live_bundle(self.result)
+
+    def __repr__(self) -> str:
+        return f"LiveResult({type(self.result).__name__})"
+
+
+class Explorer(widgets.interactive):
+    """``ipywidgets.interactive`` that shows each result offline, and whose display bundle also
+    holds a static HTML rendering.
+
+    A live frontend renders the widget: its controls and, in its output area, the latest result as
+    a :class:`LiveResult` (``interactive`` itself displays nothing unless asked to, and Altair's own
+    display would need the network). The book's static pages render the ``text/html`` part: the
+    first result (an Altair chart or a table) under a note that lists the controls and says how to
+    make them live.
+    """
+
+    def update(self, *args: Any) -> None:
+        """Recompute the result (``interactive.update``) and display it in the output area."""
+        self.result = None  # a call that raises leaves no stale chart behind its traceback
+        super().update(*args)
+        from IPython.core.interactiveshell import InteractiveShell
+
+        # without a shell (a test driving the widget) there is nowhere to show it
+        if self.result is not None and InteractiveShell.initialized():
+            from IPython.display import display
+
+            with self.out:
+                display(LiveResult(self.result))
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
         bundle = super()._repr_mimebundle_(**kwargs)

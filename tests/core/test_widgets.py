@@ -48,3 +48,68 @@ def test_a_missing_ipywidgets_is_a_clear_error():
             "except ImportError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install \"iclr-lab[widgets]\"" in out.stdout
+
+
+def _line_chart(k: float):
+    import altair as alt
+    import pandas as pd
+
+    return alt.Chart(pd.DataFrame({"x": [1, 2], "y": [k, 2 * k]})).mark_line().encode(x="x", y="y")
+
+
+def test_a_chart_is_drawn_as_svg_with_its_spec_and_no_html():
+    """No text/html (frontends rank it above SVG, and Altair's HTML loads vega from a CDN)."""
+    import altair as alt
+
+    from iclr_lab.core.widgets import live_bundle
+
+    bundle = live_bundle(_line_chart(3.0))
+    assert bundle["image/svg+xml"].lstrip().startswith("<svg") and "</svg>" in bundle["image/svg+xml"]
+    major = alt.SCHEMA_VERSION.lstrip("v").split(".")[0]
+    spec = bundle[f"application/vnd.vegalite.v{major}+json"]
+    assert spec == _line_chart(3.0).to_dict()
+    assert "text/html" not in bundle and "cdn" not in bundle["image/svg+xml"].lower()
+
+
+def _shown(outputs) -> list[dict]:
+    return [o.data for o in outputs]
+
+
+def test_the_explorer_displays_each_result_in_a_shell():
+    """In a kernel, interactive() alone displays nothing (no auto_display): the Explorer must."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    InteractiveShell.instance()
+    with capture_output() as first:
+        w = explorer(_line_chart, k=log_slider("scale k", 1.0, 0.1, 10.0))
+    with capture_output() as moved:
+        w.children[0].value = 10.0
+    for outputs in (first.outputs, moved.outputs):
+        (data,) = _shown(outputs)
+        assert "image/svg+xml" in data
+    assert _shown(first.outputs)[0]["image/svg+xml"] != _shown(moved.outputs)[0]["image/svg+xml"]
+
+
+def test_a_table_shows_as_itself_and_a_failing_call_leaves_no_stale_result():
+    import pandas as pd
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    InteractiveShell.instance()
+
+    def table(n: int) -> pd.DataFrame:
+        if n > 3:
+            raise ValueError("n must be at most 3")
+        return pd.DataFrame({"i": range(n)})
+
+    import ipywidgets
+
+    with capture_output() as first:
+        w = explorer(table, n=ipywidgets.IntSlider(value=2, min=0, max=5))
+    (data,) = _shown(first.outputs)
+    assert "<table" in data["text/html"], "a DataFrame shows as its HTML table"
+    with capture_output() as moved:
+        w.children[0].value = 5
+    assert w.result is None, "the failed call's explorer holds no result from before"
+    assert not any("text/html" in d for d in _shown(moved.outputs)), "no stale table is shown"

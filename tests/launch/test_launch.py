@@ -2,7 +2,9 @@
 
 * **Binder**: ``binder/requirements.txt`` (the CPU wheel index line dropped: this machine cannot
   reach it, and ``torch==2.13.0`` resolves to the same CPU build here), then ``binder/postBuild``,
-  then every chapter's launch notebook executed with nbclient.
+  then every chapter's launch notebook executed with nbclient; and that environment's own JupyterLab
+  in Chromium, network cut, showing one chapter's live explorer and redrawing it when a slider
+  moves (so a frontend package missing from the image, the widget manager for one, fails here).
 * **Colab**: torch preinstalled (as on Colab), the package with the ``widgets`` extra that the
   notebook's first cell installs, then one chapter's launch notebook executed with nbclient. There
   is no myst-nb there, so the glued text is rendered by ``iclr_lab.core.book``.
@@ -14,8 +16,11 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+from labkit import CHROMIUM, CHROMIUM_ARGS, NO_CHROMIUM, ExplorerPage, JupyterLab, explorer_notebooks
 from launchkit import ROOT, env_for, execute, leftover_widgets, make_venv, pip
 
 from iclr_lab.core.registry import chapters
@@ -36,13 +41,22 @@ def test_binder_runtime_is_python_311():
     assert (ROOT / "binder" / "runtime.txt").read_text().strip() == "python-3.11"
 
 
-def test_binder_environment_runs_every_chapter(tmp_path):
+@pytest.fixture(scope="module")
+def binder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str], Path]]:
+    """The Binder-like environment: its ``bin`` folder, the environment its kernels see, a scratch
+    folder."""
+    tmp_path = tmp_path_factory.mktemp("binder")
     bin_dir = make_venv(tmp_path / "binder-venv")
     pip(bin_dir, "install", "--quiet", "-r", str(_binder_requirements(tmp_path)))
     env = env_for(bin_dir, tmp_path)
     post = subprocess.run(["bash", str(ROOT / "binder" / "postBuild")], cwd=ROOT, env=env,
                           capture_output=True, text=True)
     assert post.returncode == 0, post.stdout[-2000:] + post.stderr[-2000:]
+    yield bin_dir, env, tmp_path
+
+
+def test_binder_environment_runs_every_chapter(binder):
+    bin_dir, env, tmp_path = binder
     results = execute(bin_dir, NOTEBOOKS, tmp_path / "executed", env)
     assert len(results) == len(NOTEBOOKS)
     for r in results:
@@ -50,6 +64,25 @@ def test_binder_environment_runs_every_chapter(tmp_path):
         assert r["error"] is None, f"{r['notebook']} failed on Binder:\n{r['error']}"
         out = tmp_path / "executed" / Path(r["notebook"]).name
         assert leftover_widgets(out) == 0, f"{out.name}: progress-bar widgets left in the outputs"
+
+
+def test_binder_jupyterlab_shows_a_live_explorer(binder):
+    """Binder opens JupyterLab: its explorer must draw and redraw there, offline."""
+    if CHROMIUM is None:
+        pytest.skip(NO_CHROMIUM)
+    playwright = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    bin_dir, env, tmp_path = binder
+    (chosen,) = [c for c in chapters(available_only=True) if c.slug == "imitation_reward_class"]
+    (notebook,) = explorer_notebooks([chosen], tmp_path / "explorer").values()
+    with JupyterLab(bin_dir, notebook.parent, tmp_path / "lab-home", env=env) as lab, \
+            playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            run = ExplorerPage(browser, lab, notebook.name, chosen.slug).start().finish()
+        finally:
+            browser.close()
+    assert not run.errors and not run.remote, (run.errors, run.remote)
+    assert run.charts == 1 and len(run.redraw_seconds) == 1, f"the explorer did not draw and redraw: {run}"
 
 
 def test_colab_environment_runs_a_launch_notebook(tmp_path):

@@ -17,31 +17,22 @@ the tests are skipped with a loud reason, never silently.
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from labkit import CHROMIUM, CHROMIUM_ARGS, NO_CHROMIUM
 from sitekit import ARTEFACTS, CHAPTERS, page_of
-
-CHROMIUM = os.environ.get("ICLR_LAB_CHROMIUM") or shutil.which("chromium") or shutil.which(
-    "chromium-browser")
-# as root, in a container, with no network: the flags Debian's Chromium needs to start quietly
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-        "--no-first-run", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--disable-default-apps"]
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if CHROMIUM is None:
-        pytest.skip("BROWSER TESTS SKIPPED: no Chromium on this machine and `apt-get install chromium` "
-                    "failed (see the output of `make site`); the built pages were NOT checked in a browser")
+        pytest.skip(NO_CHROMIUM)
     playwright = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
     with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
             yield b
         finally:
