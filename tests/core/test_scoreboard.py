@@ -17,10 +17,10 @@ def test_recorded_reports_come_back_as_the_same_scoreboard(tmp_path, monkeypatch
     monkeypatch.setenv(scoreboard.ENV, str(tmp_path))
     scoreboard.record(_report("discounted_oco"))
     scoreboard.record(_report("vradam"))
-    (tmp_path / "times.json").write_text('{"book/optimizers/vradam.md": 12.5}')
+    (tmp_path / "times.json").write_text('{"book/optimizers/vradam.md": {"cpu": 12.5, "wall": 14.0}}')
     reports, times = scoreboard.collect(tmp_path)
     assert [r["slug"] for r in reports] == ["vradam", "discounted_oco"], "book order"
-    assert times == {"book/optimizers/vradam.md": 12.5}
+    assert times == {"book/optimizers/vradam.md": {"cpu": 12.5, "wall": 14.0}}
     board = scoreboard.table(reports)
     direct = scoreboard.table([_report("vradam"), _report("discounted_oco")])
     pd.testing.assert_frame_equal(board, direct)
@@ -30,7 +30,8 @@ def test_recorded_reports_come_back_as_the_same_scoreboard(tmp_path, monkeypatch
     assert board[board.claim == "b"].verdict.iloc[0] == "did not reproduce at this scale"
     heads = scoreboard.headlines(reports)
     assert heads.verdict.iloc[0].startswith("1 of 2 paper claims reproduce")
-    scoreboard.times_chart(times).to_dict()
+    spec = scoreboard.times_chart(times).to_dict()
+    assert spec["layer"][0]["encoding"]["x"]["title"].startswith("CPU time")
 
 
 def test_claims_round_trip_through_json():
