@@ -1,6 +1,6 @@
 """DES-LOC: Desynced Low Communication Adaptive Optimizers (Iacob et al., ICLR 2026).
 
-The chapter is ``book/distributed/desloc.md``. The package splits in three:
+The chapter is ``book/distributed/desloc.md``. The package splits in four:
 
 * :mod:`~iclr_lab.distributed.desloc.optimizer`: the optimizer an engineer imports,
   :class:`~iclr_lab.distributed.desloc.optimizer.DESLOC` (also as
@@ -10,6 +10,9 @@ The chapter is ``book/distributed/desloc.md``. The package splits in three:
   (:func:`~iclr_lab.distributed.desloc.training.train_worker`,
   :func:`~iclr_lab.distributed.desloc.training.rosenbrock_worker`,
   :func:`~iclr_lab.distributed.desloc.training.drift_run`);
+* :mod:`~iclr_lab.distributed.desloc.stacked`: Experiment A's runs with every worker of every
+  seed stacked in one tensor pass (what ``reproduce`` uses; equal to ``train_worker`` on the
+  simulator bit for bit);
 * :mod:`~iclr_lab.distributed.desloc.experiments`: the chapter's
   :func:`~iclr_lab.distributed.desloc.experiments.reproduce`,
   :func:`~iclr_lab.distributed.desloc.experiments.launch` (what ``iclr-lab launch desloc``
