@@ -103,9 +103,13 @@ def _mlp(seed: int) -> torch.nn.Module:
     return mlp(list(MLP_SIZES))
 
 
+def _probe_pick(data: DigitsSplit, seed: int, size: int) -> np.ndarray:
+    """The training examples of the probe batch at ``seed``."""
+    return np.random.default_rng([seed, 1]).choice(len(data.y_train), size, replace=False)
+
+
 def _probe(data: DigitsSplit, seed: int, size: int) -> Callable[[torch.nn.Module], float]:
-    pick = np.random.default_rng([seed, 1]).choice(len(data.y_train), size, replace=False)
-    idx = torch.from_numpy(pick)
+    idx = torch.from_numpy(_probe_pick(data, seed, size))
     return probe_fn(data.x_train[idx], data.y_train[idx])
 
 
@@ -234,28 +238,41 @@ def tune_rates(grid: Sequence[float], seed: int, *, steps: int, eval_every: int 
                data: DigitsSplit | None = None) -> tuple[dict[str, float], pd.DataFrame, dict[str, Run]]:
     """Tune every candidate on one learning-rate grid: the rate with the best final validation
     accuracy (ties: lower validation loss). Returns the rates, one row per (optimizer, rate), and
-    the chosen runs (which are also the single-optimizer runs at ``seed``)."""
-    data = digits_split() if data is None else data
-    rows, chosen, runs = [], {}, {}
-    from iclr_lab.core.progress import progress
+    the chosen runs (which are also the single-optimizer runs at ``seed``).
 
-    jobs = [(name, lr) for name in OPTIMIZERS for lr in grid]
-    for name, lr in progress(jobs, desc="doit: tuning", total=len(jobs)):
-        r = run_method(name, seed, {name: lr}, steps=steps, eval_every=eval_every, data=data)
+    The ``len(OPTIMIZERS) * len(grid)`` runs train at once, stacked (``doit/_batched.py``), each
+    as :func:`run_method` trains it alone."""
+    chosen, table, runs, _ = _tune(grid, seed, steps=steps, eval_every=eval_every,
+                                   data=digits_split() if data is None else data)
+    return chosen, table, runs
+
+
+def _tune(grid: Sequence[float], seed: int, *, steps: int, eval_every: int, data: DigitsSplit,
+          snapshot_at: int | None = None) -> tuple[dict[str, float], pd.DataFrame, dict[str, Run],
+                                                   dict[tuple[str, float], list[torch.Tensor]]]:
+    """:func:`tune_rates`, plus every tuning run's parameters after step ``snapshot_at``."""
+    from iclr_lab.optimizers.doit._batched import Job, run_many
+
+    pairs = [(name, float(lr)) for name in OPTIMIZERS for lr in grid]
+    done, snaps = run_many([Job(name, seed, {name: lr}) for name, lr in pairs], steps=steps,
+                           eval_every=eval_every, data=data, snapshot_at=snapshot_at)
+    rows, chosen = [], {}
+    runs = dict(zip(pairs, done, strict=True))
+    for (name, lr), r in runs.items():
         last = r.log.iloc[-1]
         diverged = not math.isfinite(float(last.val_loss))
         rows.append({"optimizer": name, "lr": lr, "seed": seed,
                      "val_acc": 0.0 if diverged else float(last.val_acc),
                      "val_loss": math.inf if diverged else float(last.val_loss),
                      "test_acc": 0.0 if diverged else float(last.test_acc)})
-        runs[(name, lr)] = r
     table = pd.DataFrame(rows)
     for name in OPTIMIZERS:
         g = table[table.optimizer == name].sort_values(["val_acc", "val_loss"],
                                                         ascending=[False, True])
         chosen[name] = float(g.lr.iloc[0])
     table["chosen"] = [chosen[o] == lr for o, lr in zip(table.optimizer, table.lr, strict=True)]
-    return chosen, table, {n: runs[(n, chosen[n])] for n in OPTIMIZERS}
+    return (chosen, table, {n: runs[(n, chosen[n])] for n in OPTIMIZERS},
+            dict(zip(pairs, snaps, strict=True)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -293,8 +310,6 @@ SIZES = {
 def reproduce(scale: str = "book", seed: int = 0) -> Report:
     """Tune the candidates, run DOIT and every baseline for seeds ``seed, seed + 1, ...``, branch
     DOIT's cycles, sweep the cycle length; return the report with its claims (medians over seeds)."""
-    from iclr_lab.core.progress import progress
-
     size = pick(SIZES, scale)
     seed_everything(seed)
     with timed() as elapsed:
@@ -303,12 +318,22 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
         kw: dict[str, Any] = {"steps": size.steps, "cycle": size.cycle, "n_ini": size.n_ini,
                               "halving": size.halving, "eval_every": size.eval_every,
                               "probe_size": size.probe_size, "data": data}
-        rates, tuning, tuned_runs = tune_rates(size.grid, seed, steps=size.steps,
-                                               eval_every=size.eval_every, data=data)
-        jobs = [(m, s) for s in seeds for m in METHODS if not (m in OPTIMIZERS and s == seed)]
-        runs: list[Run] = [tuned_runs[n] for n in OPTIMIZERS]
-        for method, s in progress(jobs, desc="doit: comparison", total=len(jobs)):
-            runs.append(run_method(method, s, rates, branch=method == DOIT_NAME, **kw))
+        # the tuning runs are also the single-optimizer runs at `seed`, and the restart figure's
+        # trained state (their parameters half-way)
+        rates, tuning, tuned_runs, halfway = _tune(size.grid, seed, steps=size.steps,
+                                                   eval_every=size.eval_every, data=data,
+                                                   snapshot_at=size.steps // 2)
+        # every other run of the comparison and of the cycle-length sweep, trained at once
+        from iclr_lab.optimizers.doit._batched import Job, run_many
+
+        jobs = [Job(m, s, rates, cycle=size.cycle, branch=m == DOIT_NAME)
+                for s in seeds for m in METHODS if not (m in OPTIMIZERS and s == seed)]
+        others = [tau for tau in size.taus if tau != size.cycle]
+        jobs += [Job(DOIT_NAME, seed, rates, cycle=tau) for tau in others]
+        done, _ = run_many(jobs, **{k: v for k, v in kw.items() if k != "cycle"},
+                           desc="doit: comparison")
+        runs: list[Run] = [tuned_runs[n] for n in OPTIMIZERS] + done[:len(done) - len(others)]
+        by_tau = dict(zip(others, done[len(done) - len(others):], strict=True))
         sweep = []
         for tau in size.taus:
             if tau == size.cycle:
@@ -316,7 +341,7 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
                             and r.log.seed.iloc[0] == seed)
                 sweep.append((tau, main))
             else:
-                sweep.append((tau, run_method(DOIT_NAME, seed, rates, **{**kw, "cycle": tau})))
+                sweep.append((tau, by_tau[tau]))
         tables = {
             "tuning": tuning,
             "rates": pd.DataFrame({"optimizer": list(rates), "lr": list(rates.values())}),
@@ -327,7 +352,8 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
         }
         tables["probe"] = _probe_table(runs)
         tables["restart"] = restart_shock(rates, tuning, seed, steps=size.steps, cycle=size.cycle,
-                                          grid=size.grid, probe_size=size.probe_size, data=data)
+                                          grid=size.grid, probe_size=size.probe_size, data=data,
+                                          warm=halfway)
         tables["final"] = _final(tables["log"])
         tables["decisions"] = _decisions(tables["cycles"], tables["branches"], size.n_ini)
         claims, tables["acceptance"] = _claims(tables, seeds)
@@ -364,43 +390,65 @@ def _probe_table(runs: Sequence[Run]) -> pd.DataFrame:
 
 def restart_shock(rates: dict[str, float], tuning: pd.DataFrame, seed: int, *, steps: int,
                   cycle: int, grid: Sequence[float], probe_size: int = 256,
-                  data: DigitsSplit | None = None) -> pd.DataFrame:
+                  data: DigitsSplit | None = None,
+                  warm: dict[tuple[str, float], list[torch.Tensor]] | None = None) -> pd.DataFrame:
     """What a switch does half-way through training: every candidate, at every rate of the grid,
     restarted with fresh state from one trained state, for one cycle.
 
     The state is the single optimizer with the best validation accuracy in ``tuning``, trained at its
     tuned rate for ``steps // 2`` steps from ``seed``. Each restart runs ``cycle`` steps on the same
     next minibatches and records the probe loss before (``l0``), after the first step (``l1``) and
-    at the end (``l_end``), and the cycle's score ``s`` (``doit-eq-score``).
+    at the end (``l_end``), and the cycle's score ``s`` (``doit-eq-score``). ``warm`` may hold that
+    state already (parameters per ``(optimizer, rate)`` of the tuning, as ``reproduce`` keeps them
+    from its tuning runs); otherwise it is trained here. The restarts train at once, stacked
+    (``doit/_batched.py``), each as it would alone.
     """
+    from iclr_lab.optimizers.doit._batched import Stack
+
     data = digits_split() if data is None else data
     chosen = tuning[tuning.chosen].sort_values(["val_acc", "val_loss"], ascending=[False, True])
     warm_name = str(chosen.optimizer.iloc[0])
     model = _mlp(seed)
     batches = batch_indices(len(data.y_train), steps, 64, seed)
     half = steps // 2
-    opt = make_optimizer(warm_name, model.parameters(), rates[warm_name])
-    for idx in batches[:half]:
-        opt.zero_grad(set_to_none=True)
-        cross_entropy_closure(model, data.x_train[idx], data.y_train[idx])().backward()
-        opt.step()
+    key = (warm_name, float(rates[warm_name]))
+    if warm is not None and key in warm:
+        with torch.no_grad():
+            for param, value in zip(model.parameters(), warm[key], strict=True):
+                param.copy_(value)
+    else:
+        opt = make_optimizer(warm_name, model.parameters(), rates[warm_name])
+        for idx in batches[:half]:
+            opt.zero_grad(set_to_none=True)
+            cross_entropy_closure(model, data.x_train[idx], data.y_train[idx])().backward()
+            opt.step()
     probe = _probe(data, seed, probe_size)
     l0 = probe(model)
-    rows = []
-    for name in OPTIMIZERS:
-        for lr in grid:
-            twin = copy.deepcopy(model)
-            fresh = make_optimizer(name, twin.parameters(), lr)
-            losses = []
-            for idx in batches[half:half + cycle]:
-                fresh.zero_grad(set_to_none=True)
-                cross_entropy_closure(twin, data.x_train[idx], data.y_train[idx])().backward()
-                fresh.step()
-                losses.append(probe(twin))
-            rows.append({"optimizer": name, "lr": lr, "tuned": rates[name] == lr, "warm": warm_name,
-                         "at_step": half, "l0": l0, "l1": losses[0], "l_end": losses[-1],
-                         "score": score(l0, losses)})
-    return pd.DataFrame(rows)
+    pairs = [(name, float(lr)) for name in OPTIMIZERS for lr in grid]
+    stack = Stack([model] * len(pairs))
+    pick = torch.from_numpy(_probe_pick(data, seed, probe_size))
+    xp, yp = data.x_train[pick].expand(stack.size, -1, -1), data.y_train[pick]
+    losses: list[list[float]] = [[] for _ in pairs]
+    ce = nn.functional.cross_entropy
+    for idx in batches[half:half + cycle]:
+        for p in stack.params:
+            p.grad = None
+        logits = stack.forward(data.x_train[idx].expand(stack.size, -1, -1))
+        y = data.y_train[idx]
+        torch.stack([ce(logits[r], y) for r in range(stack.size)]).sum().backward()
+        for name in OPTIMIZERS:
+            rows = [r for r, (n, _) in enumerate(pairs) if n == name]
+            stack.update(name, rows, [pairs[r][1] for r in rows])
+        with torch.no_grad():
+            pl = stack.forward(xp)
+        for r in range(stack.size):
+            losses[r].append(float(ce(pl[r], yp)))
+    rows_out = []
+    for (name, lr), ls in zip(pairs, losses, strict=True):
+        rows_out.append({"optimizer": name, "lr": lr, "tuned": rates[name] == lr, "warm": warm_name,
+                         "at_step": half, "l0": l0, "l1": ls[0], "l_end": ls[-1],
+                         "score": score(l0, ls)})
+    return pd.DataFrame(rows_out)
 
 
 def _final(log: pd.DataFrame) -> pd.DataFrame:

@@ -347,13 +347,24 @@ class DOIT:
         loss = loss_fn()
         loss.backward()
         opt.step()
-        value = float(loss.detach())
+        return self.after_step(float(loss.detach()))
+
+    def after_step(self, value: float, probe_loss: float | None = None) -> float:
+        """The bookkeeping of :meth:`step` after its optimizer step: count the step, record the
+        cycle's loss (the probe's, or the training loss ``value`` without a probe) and, after the
+        cycle's last step, score the cycle. A loop that steps the model itself (the chapter trains
+        many runs at once) calls :meth:`begin_cycle` at a cycle boundary, steps
+        ``current`` at its rate, then calls this; ``probe_loss``, if given, is the probe's loss
+        already computed on the stepped model. Returns ``value``."""
         self.steps += 1
         self._pos += 1
         rec = self.history[-1]
         if math.isnan(rec.l0):  # first cycle without a probe: no earlier loss to compare with
             rec.l0 = value
-        rec.losses.append(float(self.probe(self.model)) if self.probe is not None else value)
+        if self.probe is not None:
+            rec.losses.append(float(self.probe(self.model)) if probe_loss is None else float(probe_loss))
+        else:
+            rec.losses.append(value)
         self._last_loss = value
         if self._pos == self.cycle:
             self._end_cycle()
