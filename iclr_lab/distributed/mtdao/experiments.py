@@ -15,7 +15,6 @@ passes it real ``torch.distributed`` processes).
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -23,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from iclr_lab.core.collective import Collective, CommCounts, comm_seconds, run_simulated
-from iclr_lab.core.progress import progress
+from iclr_lab.core.collective import Collective, CommCounts, comm_seconds
 from iclr_lab.core.report import Claim, Report, timed
 from iclr_lab.core.scales import pick, seed_everything
 from iclr_lab.core.validation import check_int, check_range
 from iclr_lab.distributed.mtdao.optimizer import DEFAULT_BETAS, DEFAULT_WEIGHTS, units_per_step
+from iclr_lab.distributed.mtdao.stacked import train_stacked
 from iclr_lab.distributed.mtdao.theory import anchor_share, update_weights, variance_check
 from iclr_lab.distributed.mtdao.training import DigitsSetup, Method, model_bytes, train_worker
 
@@ -124,9 +123,11 @@ def _sizes(scale: str) -> _Sizes:
     }, scale)
 
 
-def _run(method: Method, setup: DigitsSetup, seed: int, workers: int) -> pd.DataFrame:
-    fn = functools.partial(train_worker, method=method, setup=setup, seed=seed)
-    return run_simulated(fn, workers)[0].assign(seed=seed, lr=method.lr)
+def _run_stacked(runs: list[tuple[Method, int]], size: _Sizes, desc: str) -> list[pd.DataFrame]:
+    """``_run`` for every run ``(method, seed)``, all of them in one stacked pass
+    (:func:`~iclr_lab.distributed.mtdao.stacked.train_stacked`): the same tables, bit for bit."""
+    tables = train_stacked(runs, size.setup, size.workers, desc=desc)
+    return [t.assign(seed=s, lr=m.lr) for (m, s), t in zip(runs, tables, strict=True)]
 
 
 def launch(comm: Collective, scale: str = "book", seed: int = 0) -> dict[str, pd.DataFrame]:
@@ -178,17 +179,18 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
     seeds = [seed + i for i in range(size.seeds)]
     with timed() as elapsed:
         variance = variance_check(size.mc_betas, size.mc_periods, chains=size.chains, seed=seed)
-        jobs = [m for lr in size.grid for m in methods(lr, size.period)]
-        tune_logs = [_run(m, size.setup, seed, size.workers)
-                     for m in progress(jobs, desc="mtdao: tuning", total=len(jobs))]
+        # Every worker of many runs in one stacked pass, equal bit for bit to
+        # run_simulated(train_worker) per run (stacked.py; tests/distributed/test_mtdao_stacked.py):
+        # first every method at every rate of the grid on the tuning seed, then the other seeds.
+        jobs = [(m, seed) for lr in size.grid for m in methods(lr, size.period)]
+        tune_logs = _run_stacked(jobs, size, "mtdao: tuning")
         tune_curves = pd.concat(tune_logs, ignore_index=True)
         tuning = _final_rows(tune_curves)
         best = tuning.loc[tuning.groupby("method", sort=False)["final_loss"].idxmin()]
         best_lr = dict(zip(best["method"], best["lr"], strict=True))
         reruns = [(s, replace(m, lr=best_lr[m.name]))
                   for s in seeds[1:] for m in methods(size.grid[0], size.period)]
-        more = [_run(m, size.setup, s, size.workers)
-                for s, m in progress(reruns, desc="mtdao: seeds", total=len(reruns))]
+        more = _run_stacked([(m, s) for s, m in reruns], size, "mtdao: seeds") if reruns else []
         chosen = tune_curves[tune_curves["lr"] == tune_curves["method"].map(best_lr)]
         curves = pd.concat([chosen, *more], ignore_index=True)
         tables = _tables(curves, tuning, variance, size)
