@@ -17,6 +17,11 @@ with the MyST rendered to plain Markdown.
   (:func:`iclr_lab.core.book.show_markdown`). Numbers quoted *before* they are computed (the box at the
   top) appear as ``[name]`` with a note, and glued charts are shown right after they are computed.
 * The install cell points at the repository named in ``_config.yml`` and installs the ``widgets`` extra.
+* The scale: the install cell sets ``SCALE`` from the environment variable ``ICLR_LAB_SCALE``
+  (``book`` when unset) and every ``scale="book"`` of the chapter's code becomes ``scale=SCALE``.
+  A reader who wants a quick run of the whole notebook (seconds; no claim is judged) starts Jupyter
+  with ``ICLR_LAB_SCALE=smoke``; the launch tests do, since they check the environment, not the
+  claims (the book build has asserted those).
 
 Usage: ``python tools/launch_notebooks.py`` writes every chapter's notebook; ``--check`` exits 1 if any
 is out of date (``tests/book/test_launch_notebooks.py`` runs the same check). Unknown MyST syntax is
@@ -69,6 +74,15 @@ def book_url() -> str:
 
 def install_line() -> str:
     return f'%pip install --quiet "iclr-lab[widgets] @ git+{repository_url()}"'
+
+
+#: Appended to the install cell: the scale the notebook's experiments run at.
+SCALE_LINES = (
+    "\n\n# The experiments run at book scale (what the book shows: up to a minute or two on one CPU\n"
+    "# thread). For a quick run of the whole notebook (seconds; no claim is judged at that size),\n"
+    "# start Jupyter with the environment variable ICLR_LAB_SCALE=smoke.\n"
+    "import os\n\n"
+    "SCALE = os.environ.get(\"ICLR_LAB_SCALE\", \"book\")")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -385,6 +399,8 @@ def render(md: Path) -> nbformat.NotebookNode:
             source = cell.source
             if i == first_code and 'find_spec("iclr_lab")' in source:
                 source = re.sub(r"^\s*%pip install .*$", "    " + install_line(), source, flags=re.M)
+                source += SCALE_LINES
+            source = source.replace('scale="book"', "scale=SCALE")
             new = nbformat.v4.new_code_cell(source)
             if tags:
                 new.metadata["tags"] = tags

@@ -71,8 +71,24 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _smoke_run() -> bool:
+    """Whether the report glued in this kernel is a smoke run (a launch notebook run with
+    ``ICLR_LAB_SCALE=smoke``), whose tables lack some of the book's grid points."""
+    report = _GLUED.get("scorecard")
+    return isinstance(report, Report) and report.scale == "smoke"
+
+
+def _not_measured(key: str) -> str:
+    return f"[{key}: not measured at smoke scale]"
+
+
 def glued(key: str) -> Any:
-    """The value glued under ``key`` in this kernel (run the chapter's Reproduce section first)."""
+    """The value glued under ``key`` in this kernel (run the chapter's Reproduce section first).
+
+    After a smoke run, a key that only the book scale measures reads as a placeholder saying so.
+    """
+    if key not in _GLUED and _smoke_run():
+        return _not_measured(key)
     if key not in _GLUED:
         raise KeyError(f"nothing is glued under {key!r} yet: run the chapter's Reproduce section first"
                        f" (glued so far: {sorted(_GLUED)})")
@@ -83,6 +99,8 @@ def render_markdown(text: str) -> str:
     """``text`` with each ``{glue:text}`key:fmt``` (and ``{glue:md}``) replaced by the glued value."""
 
     def value(m: re.Match[str]) -> str:
+        if m.group("key") not in _GLUED and _smoke_run():
+            return _not_measured(m.group("key"))
         v = glued(m.group("key"))
         fmt = m.group("fmt")
         return format(v, fmt) if fmt else str(v)

@@ -7,8 +7,7 @@ to make it live, instead of sliders that cannot do anything. Every chapter pairs
 Altair :func:`~iclr_lab.core.charts.sweep` chart whose slider does work on the static page.
 
 In a live frontend the explorer shows each result in its output area as a :class:`LiveResult`: an
-Altair chart as an SVG drawn in the kernel by vl-convert, with the chart's Vega-Lite spec beside it
-for a frontend that renders that mimetype itself; anything else (a table, a matplotlib figure) as
+Altair chart as an SVG drawn in the kernel by vl-convert; anything else (a table, a matplotlib figure) as
 itself. An Altair chart's own HTML display loads vega from a CDN, and JupyterLab 4.6 renders
 Vega-Lite v3-v5 but not Altair 6's v6, so without the SVG a reader with no network (``make lab``
 offline, a firewalled campus) would see sliders and an empty output. Only the explorer's output
@@ -79,21 +78,17 @@ def _is_altair(result: Any) -> bool:
 def live_bundle(result: Any) -> dict[str, Any]:
     """The display bundle of ``result`` in an explorer's output, drawn with no network.
 
-    An Altair chart becomes ``image/svg+xml`` (vl-convert, in the kernel), its Vega-Lite spec under
-    the mimetype of its own Vega-Lite version (a frontend that renders that version offline may
-    prefer it; JupyterLab 4.6 has no renderer for v6 and shows the SVG) and a short ``text/plain``.
-    No ``text/html``: frontends rank HTML above SVG, and Altair's HTML loads vega from a CDN.
-    Anything else is formatted by IPython as it would be on its own (a DataFrame as a table, a
-    matplotlib figure as a PNG).
+    An Altair chart becomes ``image/svg+xml`` (vl-convert, in the kernel) and a short
+    ``text/plain``. No ``text/html``: frontends rank it above SVG, and Altair's HTML loads vega from
+    a CDN. No Vega-Lite spec either: JupyterLab 4.6 renders no v6 spec, and the spec holds every
+    data row, which the output widget then carries twice (a 64 x 64 image explorer's spec made
+    nbclient wait out its whole cell timeout). Anything else is formatted by IPython as it would be
+    on its own (a DataFrame as a table, a matplotlib figure as a PNG).
     """
     if _is_altair(result):
-        import altair as alt
-
         buf = io.StringIO()
         result.save(buf, format="svg")
-        major = alt.SCHEMA_VERSION.lstrip("v").split(".")[0]
         return {"image/svg+xml": buf.getvalue(),
-                f"application/vnd.vegalite.v{major}+json": result.to_dict(),
                 "text/plain": f"<{type(result).__name__}: an Altair chart drawn as SVG>"}
     from IPython.core.interactiveshell import InteractiveShell
 

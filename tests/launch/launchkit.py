@@ -60,10 +60,13 @@ def pip(bin_dir: Path, *args: str) -> None:
 
 def env_for(bin_dir: Path, home: Path) -> dict[str, str]:
     """The environment a notebook kernel of this venv sees: its own PATH, no progress bars, one
-    thread, and a private Jupyter config (nothing is written to the real home)."""
+    thread, a private Jupyter config (nothing is written to the real home), and the smoke scale
+    (``ICLR_LAB_SCALE=smoke``, read by every launch notebook's first cell): these tests check the
+    reader's environment; the book build has already executed every chapter at book scale and
+    asserted its claims."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}
     env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(bin_dir.parent),
-               ICLR_LAB_PROGRESS="0", OMP_NUM_THREADS="1", MPLBACKEND="Agg",
+               ICLR_LAB_PROGRESS="0", OMP_NUM_THREADS="1", MPLBACKEND="Agg", ICLR_LAB_SCALE="smoke",
                JUPYTER_CONFIG_DIR=str(home / "jupyter-config"), JUPYTER_DATA_DIR=str(home / "jupyter-data"),
                JUPYTER_RUNTIME_DIR=str(home / "jupyter-runtime"), IPYTHONDIR=str(home / "ipython"))
     return env
