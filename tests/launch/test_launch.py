@@ -3,9 +3,10 @@
 * **Binder**: ``binder/requirements.txt`` (the CPU wheel index line dropped: this machine cannot
   reach it, and ``torch==2.13.0`` resolves to the same CPU build here), then ``binder/postBuild``,
   then every chapter's launch notebook executed with nbclient at smoke scale (``ICLR_LAB_SCALE``:
-  the environment is under test, not the claims, which the book build asserts); and that environment's own JupyterLab
-  in Chromium, network cut, showing one chapter's live explorer and redrawing it when a slider
-  moves (so a frontend package missing from the image, the widget manager for one, fails here).
+  the environment is under test, not the claims, which the book build asserts); and that
+  environment's own JupyterLab in Chromium, network cut, showing one chapter's live explorer and
+  redrawing it when a slider moves (so a frontend package missing from the image, the widget
+  manager for one, fails here).
 * **Colab**: torch preinstalled (as on Colab), the package with the ``widgets`` extra that the
   notebook's first cell installs, then one chapter's launch notebook executed with nbclient. There
   is no myst-nb there, so the glued text is rendered by ``iclr_lab.core.book``.
