@@ -1,7 +1,7 @@
 """The three run sizes every chapter supports, and the one seeding call every chapter makes.
 
 * ``smoke``: seconds; exercises the whole pipeline in unit tests.
-* ``book``: at most 90 s on one CPU thread; what the chapter executes and CI asserts.
+* ``book``: at most 90 s of CPU time on one thread; what the chapter executes and CI asserts.
 * ``paper``: closer to the paper's setup; minutes to hours.
 
 A scale changes sizes (steps, seeds, grid points), never the algorithm.
