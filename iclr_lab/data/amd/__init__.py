@@ -3,8 +3,8 @@
 The chapter is ``book/data/amd.md``. The package splits in two:
 
 * :mod:`~iclr_lab.data.amd.method`: the paired digits data, the dual encoder, expert trajectories,
-  :func:`distill` (synchronous and asynchronous trajectory matching), SPM prototypes and
-  :func:`retrieval_recall`: what a user imports;
+  :func:`distill` (synchronous and asynchronous trajectory matching; :func:`distill_many` runs
+  several as one batch), SPM prototypes and :func:`retrieval_recall`: what a user imports;
 * :mod:`~iclr_lab.data.amd.experiments`: the chapter's :func:`reproduce`, claims, charts and
   explorer.
 """
@@ -30,20 +30,25 @@ from iclr_lab.data.amd.method import (
     PairedDigits,
     Trajectories,
     async_ranges,
+    contrastive_grad,
     contrastive_loss,
     distill,
+    distill_many,
     encode,
     evaluate_set,
+    evaluate_sets,
     init_params,
     kmeans_prototypes,
     matching_loss,
     paired_digits,
     random_subset,
+    rate_sweep,
     retrieval_recall,
     stratified_subset,
     text_encoder,
     train_experts,
     train_on_set,
+    train_on_sets,
 )
 
 __all__ = [
@@ -57,10 +62,13 @@ __all__ = [
     "Trajectories",
     "async_ranges",
     "charts",
+    "contrastive_grad",
     "contrastive_loss",
     "distill",
+    "distill_many",
     "encode",
     "evaluate_set",
+    "evaluate_sets",
     "explorer",
     "explorer_chart",
     "image_grid",
@@ -71,6 +79,7 @@ __all__ = [
     "paired_digits",
     "pairs_table",
     "random_subset",
+    "rate_sweep",
     "recall_vs_pairs",
     "reproduce",
     "retrieval_recall",
@@ -79,4 +88,5 @@ __all__ = [
     "text_encoder",
     "train_experts",
     "train_on_set",
+    "train_on_sets",
 ]

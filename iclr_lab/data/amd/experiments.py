@@ -26,8 +26,10 @@ from iclr_lab.data.amd.method import (
     Trajectories,
     async_ranges,
     distill,
+    distill_many,
     encode,
     evaluate_set,
+    evaluate_sets,
     kmeans_prototypes,
     paired_digits,
     random_subset,
@@ -138,10 +140,11 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
 
     Every random source derives from ``seed``: the split, the experts, the coreset draws
     (``3 seed + k``), the distillations and the evaluation models. Every set is evaluated by
-    :func:`~iclr_lab.data.amd.method.evaluate_set` on the same learning-rate grid.
+    :func:`~iclr_lab.data.amd.method.evaluate_set` on the same learning-rate grid. The four
+    distillations run as one batch (:func:`~iclr_lab.data.amd.method.distill_many`) and the 13
+    evaluations train together (:func:`~iclr_lab.data.amd.method.evaluate_sets`); each gives the
+    numbers it gives alone, to the bit.
     """
-    from iclr_lab.core.progress import progress
-
     size = pick(_SIZES, scale)
     seed = check_int("seed", seed, 0)
     seed_everything(seed)
@@ -155,10 +158,6 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
         for e in range(traj.n_experts):
             rows.append(_row(FULL, "full data", e, retrieval_recall(v[e], lt[e])))
 
-        def evaluate(imgs: torch.Tensor, txts: torch.Tensor) -> dict[str, float]:
-            return evaluate_set(data, imgs, txts, n_inits=size.eval_inits, steps=size.eval_steps,
-                                seed=seed)
-
         def rows_of(idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
             return torch.from_numpy(data.images[idx]), torch.from_numpy(data.texts[idx])
 
@@ -167,21 +166,27 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
                    STRAT: lambda s: stratified_subset(data, size.n_pairs, s),
                    KMEANS: lambda s: kmeans_prototypes(data, traj.v[0, -1], traj.l[0, -1],
                                                        size.n_pairs, s)}
-        for name, choose in pickers.items():
-            for k, s in enumerate(draws):
-                rows.append(_row(name, "coreset", k, evaluate(*rows_of(choose(s)))))
+        picked = {(name, k): choose(s) for name, choose in pickers.items()
+                  for k, s in enumerate(draws)}
         # every distillation starts from the first draw's pairs (random or SPM), so its gain over
-        # that coreset is measured from its own starting point
-        results: dict[str, DistillResult] = {}
+        # that coreset is measured from its own starting point; the four run as one batch
+        start = {"random": picked[RANDOM, 0], "kmeans": picked[KMEANS, 0]}
+        runs = [(method, init, draws[0]) for method, init in CONFIGS.values()]
+        distilled = distill_many(data, traj, runs, n_pairs=size.n_pairs,
+                                 iterations=size.iterations, syn_steps=size.syn_steps,
+                                 expert_epochs=EXPERT_EPOCHS,
+                                 sync_range=min(SYNC_RANGE, size.epochs - 2),
+                                 initial_rows=[start[init] for _, init, _ in runs])
+        results: dict[str, DistillResult] = dict(zip(CONFIGS, distilled, strict=True))
+        # every set, coreset or distilled, is evaluated the same way; the sets train together
+        scores = evaluate_sets(data, [rows_of(idx) for idx in picked.values()]
+                               + [(res.images, res.texts) for res in results.values()],
+                               n_inits=size.eval_inits, steps=size.eval_steps, seed=seed)
+        for (name, k), score in zip(picked, scores, strict=False):
+            rows.append(_row(name, "coreset", k, score))
         loss_parts = []
-        for name in progress(list(CONFIGS), desc="amd distillations", total=len(CONFIGS)):
-            method, init = CONFIGS[name]
-            res = distill(data, traj, method=method, init=init, n_pairs=size.n_pairs,
-                          iterations=size.iterations, syn_steps=size.syn_steps,
-                          expert_epochs=EXPERT_EPOCHS, sync_range=min(SYNC_RANGE, size.epochs - 2),
-                          seed=draws[0])
-            results[name] = res
-            rows.append({**_row(name, "distilled", 0, evaluate(res.images, res.texts)),
+        for name, res, score in zip(results, results.values(), scores[len(picked):], strict=True):
+            rows.append({**_row(name, "distilled", 0, score),
                          "lr_v": res.lr_v, "lr_l": res.lr_l, "R_V": res.ranges[0],
                          "R_L": res.ranges[1]})
             it = np.arange(1, len(res.losses) + 1)

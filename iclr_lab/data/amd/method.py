@@ -4,7 +4,10 @@ prototype initialisation (SPM) and the retrieval metrics.
 
 Every network here is a *batch* of independent dual encoders held as flat parameter tensors of
 shape ``(P, D)``; ``P`` models train in one autograd call because their losses are summed and share
-no parameter. Distillation uses ``P = 1``; evaluation trains one model per (learning rate, seed).
+no parameter. Evaluation trains one model per (set, learning rate, seed)
+(:func:`evaluate_sets`); :func:`distill_many` runs several distillations as one batch of students.
+The batched runs give each model the numbers it gets when it runs alone, to the bit
+(``tests/data/test_amd_batched.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ __all__ = [
     "EMBED_DIM",
     "LR_GRID",
     "TEXT_DIM",
+    "contrastive_grad",
     "contrastive_loss",
     "VOCAB",
     "DistillResult",
@@ -29,18 +33,22 @@ __all__ = [
     "Trajectories",
     "async_ranges",
     "distill",
+    "distill_many",
     "encode",
     "evaluate_set",
+    "evaluate_sets",
     "init_params",
     "kmeans_prototypes",
     "matching_loss",
     "paired_digits",
     "random_subset",
+    "rate_sweep",
     "retrieval_recall",
     "stratified_subset",
     "text_encoder",
     "train_experts",
     "train_on_set",
+    "train_on_sets",
 ]
 
 IMG_DIM, HIDDEN, EMBED_DIM, TEXT_DIM = 64, 128, 32, 32
@@ -181,30 +189,101 @@ def init_params(n_models: int, gen: torch.Generator) -> tuple[torch.Tensor, torc
     return flat(_V_SHAPES), flat(_L_SHAPES)
 
 
-def encode(theta_v: torch.Tensor, theta_l: torch.Tensor, images: torch.Tensor,
-           texts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _input_layer(x: torch.Tensor | Sequence[torch.Tensor], w: torch.Tensor) -> torch.Tensor:
+    """``x @ w`` for weights ``w`` ``(P, d, h)``; ``x`` a tensor, or one ``(n, d)`` tensor per model.
+
+    A per-model list is multiplied model by model, each product the one this model would get
+    alone with shared inputs (torch folds ``(n, d) @ (1, d, h)`` into one matrix product, which
+    rounds differently from the batched product), so stacked runs equal single ones to the bit.
+    """
+    if isinstance(x, torch.Tensor):
+        return x @ w
+    return (w.mT @ torch.stack(list(x)).mT).mT.contiguous()
+
+
+def encode(theta_v: torch.Tensor, theta_l: torch.Tensor,
+           images: torch.Tensor | Sequence[torch.Tensor],
+           texts: torch.Tensor | Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """L2-normalised embeddings ``(P, n, 32)`` of ``n`` images and ``n`` texts under ``P`` models.
 
-    ``images``/``texts`` are shared by all models (``(n, d)``) or per model (``(P, n, d)``).
+    ``images``/``texts`` are shared by all models (``(n, d)``) or per model (``(P, n, d)``, or a
+    sequence of ``P`` tensors ``(n, d)``).
     """
-    w1, b1, w2, b2 = _unflat(theta_v, _V_SHAPES)
-    w, b = _unflat(theta_l, _L_SHAPES)
-    h = torch.relu(images @ w1 + b1[:, None])
+    return _encode_layers(_unflat(theta_v, _V_SHAPES), _unflat(theta_l, _L_SHAPES), images, texts)
+
+
+def _encode_layers(layers_v: Sequence[torch.Tensor], layers_l: Sequence[torch.Tensor],
+                   images: torch.Tensor | Sequence[torch.Tensor],
+                   texts: torch.Tensor | Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    w1, b1, w2, b2 = layers_v
+    w, b = layers_l
+    h = torch.relu(_input_layer(images, w1) + b1[:, None])
     v = h @ w2 + b2[:, None]
-    t = texts @ w + b[:, None]
+    t = _input_layer(texts, w) + b[:, None]
     return torch.nn.functional.normalize(v, dim=-1), torch.nn.functional.normalize(t, dim=-1)
 
 
-def contrastive_loss(theta_v: torch.Tensor, theta_l: torch.Tensor, images: torch.Tensor,
-                     texts: torch.Tensor) -> torch.Tensor:
-    """Symmetric InfoNCE (``amd-eq-infonce``), summed over the ``P`` models (each model's own loss
-    is a mean over its pairs, so its gradient is the one it would get alone)."""
-    v, t = encode(theta_v, theta_l, images, texts)
+def _infonce(v: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     logits = v @ t.transpose(1, 2) / TEMPERATURE
     target = torch.arange(logits.shape[1]).expand(logits.shape[0], -1)
     ce = torch.nn.functional.cross_entropy
     return (ce(logits.transpose(1, 2), target, reduction="none").mean(1)
             + ce(logits, target, reduction="none").mean(1)).sum() / 2
+
+
+def contrastive_loss(theta_v: torch.Tensor, theta_l: torch.Tensor,
+                     images: torch.Tensor | Sequence[torch.Tensor],
+                     texts: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor:
+    """Symmetric InfoNCE (``amd-eq-infonce``), summed over the ``P`` models (each model's own loss
+    is a mean over its pairs, so its gradient is the one it would get alone)."""
+    return _infonce(*encode(theta_v, theta_l, images, texts))
+
+
+def _layer_grads(theta_v: torch.Tensor, theta_l: torch.Tensor,
+                 images: torch.Tensor | Sequence[torch.Tensor],
+                 texts: torch.Tensor | Sequence[torch.Tensor],
+                 create_graph: bool = False) -> tuple[torch.Tensor, ...]:
+    """The gradient of :func:`contrastive_loss` for each layer tensor of ``_V_SHAPES`` then
+    ``_L_SHAPES``, each ``(P, *shape)`` (``theta_*`` must require grad)."""
+    layers_v, layers_l = _unflat(theta_v, _V_SHAPES), _unflat(theta_l, _L_SHAPES)
+    return torch.autograd.grad(_infonce(*_encode_layers(layers_v, layers_l, images, texts)),
+                               (*layers_v, *layers_l), create_graph=create_graph)
+
+
+def contrastive_grad(theta_v: torch.Tensor, theta_l: torch.Tensor,
+                     images: torch.Tensor | Sequence[torch.Tensor],
+                     texts: torch.Tensor | Sequence[torch.Tensor],
+                     create_graph: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gradient of :func:`contrastive_loss` with respect to ``theta_V`` and ``theta_L``
+    (``theta_*`` must require grad), ``(P, DIM_V)`` and ``(P, DIM_L)``.
+
+    It is taken layer by layer and concatenated: the same numbers as
+    ``torch.autograd.grad(contrastive_loss(...), (theta_v, theta_l))``, without the flat
+    tensor's backward, which writes each layer's gradient into a zeroed copy of the whole
+    ``(P, D)`` parameter and adds the copies up.
+    """
+    grads = _layer_grads(theta_v, theta_l, images, texts, create_graph)
+    n, k = theta_v.shape[0], len(_V_SHAPES)
+    return (torch.cat([g.reshape(n, -1) for g in grads[:k]], 1),
+            torch.cat([g.reshape(n, -1) for g in grads[k:]], 1))
+
+
+def _sgd_step(theta_v: torch.Tensor, theta_l: torch.Tensor, images: torch.Tensor,
+              texts: torch.Tensor, lr_v: float | torch.Tensor, lr_l: float | torch.Tensor) -> None:
+    """One SGD step on :func:`contrastive_loss`, in place: ``theta <- theta - lr * grad`` layer by
+    layer (``lr``: a float or one rate per model, ``(P, 1)``), the numbers of
+    ``theta - lr * contrastive_grad(...)``."""
+    theta_v.requires_grad_(True)
+    theta_l.requires_grad_(True)
+    grads = _layer_grads(theta_v, theta_l, images, texts)
+    theta_v.requires_grad_(False)
+    theta_l.requires_grad_(False)
+    layers = (*_unflat(theta_v, _V_SHAPES), *_unflat(theta_l, _L_SHAPES))
+    for k, (layer, g) in enumerate(zip(layers, grads, strict=True)):
+        lr = lr_v if k < len(_V_SHAPES) else lr_l
+        if isinstance(lr, torch.Tensor):
+            lr = lr.reshape(-1, *([1] * (g.dim() - 1)))
+        layer.sub_(lr * g)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,12 +374,7 @@ def train_experts(data: PairedDigits, n_experts: int = 6, epochs: int = 15, batc
         order = torch.stack([torch.randperm(n, generator=gen) for _ in range(n_experts)])
         for start in range(0, n - batch_size + 1, batch_size):
             idx = order[:, start:start + batch_size]
-            theta_v.requires_grad_(True)
-            theta_l.requires_grad_(True)
-            loss = contrastive_loss(theta_v, theta_l, x[idx], t[idx])
-            gv, gl = torch.autograd.grad(loss, (theta_v, theta_l))
-            theta_v = (theta_v - lr * gv).detach()
-            theta_l = (theta_l - lr_l * gl).detach()
+            _sgd_step(theta_v, theta_l, x[idx], t[idx], lr, lr_l)
         vs.append(theta_v.clone())
         ls.append(theta_l.clone())
     return Trajectories(torch.stack(vs, 1), torch.stack(ls, 1))
@@ -395,15 +469,33 @@ def train_on_set(images: torch.Tensor, texts: torch.Tensor, lrs: Sequence[float]
                  gen: torch.Generator, n_inits: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     """Fresh dual encoders trained with full-batch SGD on a small set, one per (lr, init):
     returns ``(theta_V, theta_L)`` with ``len(lrs) * n_inits`` rows, lr-major."""
+    return train_on_sets([(images, texts)], lrs, steps, gen, n_inits)
+
+
+def train_on_sets(sets: Sequence[tuple[torch.Tensor, torch.Tensor]], lrs: Sequence[float],
+                  steps: int, gen: torch.Generator,
+                  n_inits: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`train_on_set` for several ``(images, texts)`` sets of one size at once, stacked.
+
+    Every set's models start from the same ``len(lrs) * n_inits`` initialisations (drawn once
+    from ``gen``), as :func:`train_on_set` called per set with a generator in the same state;
+    returns ``(theta_V, theta_L)`` with ``len(sets) * len(lrs) * n_inits`` rows, set-major, then
+    lr-major. Each set's rows equal its own :func:`train_on_set` to the bit
+    (``tests/data/test_amd_batched.py``).
+    """
+    if not sets:
+        raise ValueError("sets must hold at least one (images, texts) pair")
     lr = torch.tensor([float(r) for r in lrs for _ in range(n_inits)])[:, None]
     theta_v, theta_l = init_params(len(lr), gen)
+    if len(sets) == 1:
+        images, texts = sets[0][0].detach(), sets[0][1].detach()  # shared by the set's models
+    else:
+        # one copy of the set per model: (len(sets) * len(lr), n, d)
+        images = torch.cat([x.detach().expand(len(lr), *x.shape) for x, _ in sets])
+        texts = torch.cat([t.detach().expand(len(lr), *t.shape) for _, t in sets])
+        lr, theta_v, theta_l = (z.repeat(len(sets), 1) for z in (lr, theta_v, theta_l))
     for _ in range(steps):
-        theta_v.requires_grad_(True)
-        theta_l.requires_grad_(True)
-        gv, gl = torch.autograd.grad(contrastive_loss(theta_v, theta_l, images, texts),
-                                     (theta_v, theta_l))
-        theta_v = (theta_v - lr * gv).detach()
-        theta_l = (theta_l - lr * gl).detach()
+        _sgd_step(theta_v, theta_l, images, texts, lr, lr)
     return theta_v, theta_l
 
 
@@ -427,22 +519,73 @@ def evaluate_set(data: PairedDigits, images: torch.Tensor, texts: torch.Tensor, 
     whose models have the best mean validation RSUM is kept, and its models' mean test recalls are
     returned (with ``lr``, the rate chosen). A rate at which any model diverges is never chosen.
     """
+    return evaluate_sets(data, [(images, texts)], lrs=lrs, n_inits=n_inits, steps=steps,
+                         seed=seed)[0]
+
+
+def rate_sweep(data: PairedDigits, images: torch.Tensor, texts: torch.Tensor, *,
+               lrs: Sequence[float] = LR_GRID, n_inits: int = 3, steps: int = 150,
+               seed: int = 0) -> list[dict[str, float]]:
+    """``[evaluate_set(data, images, texts, lrs=(lr,), ...) for lr in lrs]``, the same numbers:
+    the test recall of ``(images, texts)`` at each rate on its own (no selection), every rate's
+    ``n_inits`` models starting from the same initialisations and all of them trained together."""
     n_inits = check_int("n_inits", n_inits, 1)
     steps = check_int("steps", steps, 1)
     if not lrs:
         raise ValueError("lrs must hold at least one learning rate")
     lrs = [check_range("lrs", r, 0, low_open=True) for r in lrs]
     gen = torch.Generator().manual_seed(check_int("seed", seed, 0))
-    theta_v, theta_l = train_on_set(images.detach(), texts.detach(), lrs, steps, gen, n_inits)
+    theta_v, theta_l = (z.repeat(len(lrs), 1) for z in init_params(n_inits, gen))
+    lr = torch.tensor([float(r) for r in lrs for _ in range(n_inits)])[:, None]
+    for _ in range(steps):
+        _sgd_step(theta_v, theta_l, images.detach(), texts.detach(), lr, lr)
     val = _recalls(theta_v, theta_l, *data.tensors("val"))
-    val_rsum = [np.mean([val[i * n_inits + j]["RSUM"] for j in range(n_inits)])
-                for i in range(len(lrs))]
-    best = int(np.nanargmax(np.nan_to_num(val_rsum, nan=-1.0)))
-    keep = slice(best * n_inits, (best + 1) * n_inits)
-    test = _recalls(theta_v[keep], theta_l[keep], *data.tensors("test"))
-    out = {k: float(np.mean([r[k] for r in test])) for k in test[0]}
-    out["lr"] = lrs[best]
-    out["val_RSUM"] = float(val_rsum[best])
+    test = _recalls(theta_v, theta_l, *data.tensors("test"))
+    out = []
+    for i, r in enumerate(lrs):
+        mine = test[i * n_inits:(i + 1) * n_inits]
+        res = {m: float(np.mean([x[m] for x in mine])) for m in mine[0]}
+        res["lr"] = r
+        res["val_RSUM"] = float(np.mean([x["RSUM"] for x in val[i * n_inits:(i + 1) * n_inits]]))
+        out.append(res)
+    return out
+
+
+def evaluate_sets(data: PairedDigits, sets: Sequence[tuple[torch.Tensor, torch.Tensor]], *,
+                  lrs: Sequence[float] = LR_GRID, n_inits: int = 3, steps: int = 150,
+                  seed: int = 0) -> list[dict[str, float]]:
+    """:func:`evaluate_set` of each ``(images, texts)`` set, the sets of one size trained
+    together (:func:`train_on_sets`); each result equals that set's own :func:`evaluate_set`."""
+    n_inits = check_int("n_inits", n_inits, 1)
+    steps = check_int("steps", steps, 1)
+    if not lrs:
+        raise ValueError("lrs must hold at least one learning rate")
+    lrs = [check_range("lrs", r, 0, low_open=True) for r in lrs]
+    seed = check_int("seed", seed, 0)
+    out: list[dict[str, float]] = [{} for _ in sets]
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, (x, t) in enumerate(sets):
+        groups.setdefault((*x.shape, *t.shape), []).append(i)
+    k = len(lrs) * n_inits
+    for members in groups.values():
+        gen = torch.Generator().manual_seed(seed)
+        theta_v, theta_l = train_on_sets([sets[i] for i in members], lrs, steps, gen, n_inits)
+        val = _recalls(theta_v, theta_l, *data.tensors("val"))
+        best: list[tuple[int, float]] = []
+        keep: list[int] = []
+        for g in range(len(members)):
+            val_rsum = [np.mean([val[g * k + i * n_inits + j]["RSUM"] for j in range(n_inits)])
+                        for i in range(len(lrs))]
+            b = int(np.nanargmax(np.nan_to_num(val_rsum, nan=-1.0)))
+            best.append((b, float(val_rsum[b])))
+            keep += range(g * k + b * n_inits, g * k + (b + 1) * n_inits)
+        test = _recalls(theta_v[keep], theta_l[keep], *data.tensors("test"))
+        for g, i in enumerate(members):
+            mine = test[g * n_inits:(g + 1) * n_inits]
+            res = {m: float(np.mean([r[m] for r in mine])) for m in mine[0]}
+            res["lr"] = lrs[best[g][0]]
+            res["val_RSUM"] = best[g][1]
+            out[i] = res
     return out
 
 
@@ -461,6 +604,39 @@ def matching_loss(student_v: torch.Tensor, student_l: torch.Tensor, start_v: tor
         return ((s - b) ** 2).sum() / ((a - b) ** 2).sum().clamp_min(1e-12)
 
     return part(student_v, start_v, target_v) + part(student_l, start_l, target_l)
+
+
+class _Adam:
+    """``torch.optim.Adam(params, lr)`` with its defaults (betas 0.9, 0.999; eps 1e-8; no weight
+    decay), the single-tensor update torch runs on a CPU, written out: the same numbers to the
+    bit (``tests/data/test_amd_batched.py``). ``torch.optim`` imports ``torch._dynamo`` on an
+    optimiser's first use, about a second of CPU, more than the chapter's whole outer loop spends
+    in the optimiser."""
+
+    def __init__(self, params: Sequence[torch.Tensor], lr: float, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8) -> None:
+        self.params, self.lr, self.betas, self.eps = list(params), lr, betas, eps
+        self.exp_avg = [torch.zeros_like(p) for p in self.params]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
+        self.steps = 0
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        beta1, beta2 = self.betas
+        self.steps += 1
+        bias_correction1 = 1 - beta1 ** float(self.steps)
+        bias_correction2_sqrt = (1 - beta2 ** float(self.steps)) ** 0.5
+        for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True):
+            if p.grad is None:
+                continue
+            m.lerp_(p.grad, 1 - beta1)
+            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+            denom = (v.sqrt() / bias_correction2_sqrt).add_(self.eps)
+            p.addcdiv_(m, denom, value=-(self.lr / bias_correction1))
 
 
 @dataclass(frozen=True)
@@ -497,10 +673,35 @@ def distill(data: PairedDigits, experts: Trajectories, *, method: str = "mtt", n
       :func:`async_ranges`.
 
     ``init`` is ``"random"`` (real pairs drawn at random) or ``"kmeans"`` (SPM,
-    :func:`kmeans_prototypes` on the first expert's end point).
+    :func:`kmeans_prototypes` on the first expert's end point). This is one run of
+    :func:`distill_many`, which gives the same result for it when it runs beside others.
     """
-    check_choice("method", method, ("mtt", "amd"))
-    check_choice("init", init, ("random", "kmeans"))
+    return distill_many(data, experts, [(method, init, seed)], n_pairs=n_pairs,
+                        iterations=iterations, syn_steps=syn_steps, expert_epochs=expert_epochs,
+                        sync_range=sync_range, ranges=ranges, lr_data=lr_data,
+                        lr_student=lr_student)[0]
+
+
+def distill_many(data: PairedDigits, experts: Trajectories, runs: Sequence[tuple[str, str, int]], *,
+                 n_pairs: int = 20, iterations: int = 300, syn_steps: int = 10,
+                 expert_epochs: int = 2, sync_range: int | None = None,
+                 ranges: tuple[int, int] | None = None, lr_data: float = 1e-2,
+                 lr_student: float = 0.1, initial_rows: Sequence[np.ndarray | None] | None = None,
+                 ) -> list[DistillResult]:
+    """Independent distillations, one per ``(method, init, seed)`` in ``runs``, stacked (see
+    :func:`distill` for the arguments and the algorithm).
+
+    The ``P = len(runs)`` students are one batch of dual encoders (``(P, D)`` parameters, each with
+    its own synthetic pairs, learnable rates, expert order and start epochs from its own
+    ``seed``); their matching losses are summed, so each gets the gradient it would get alone, and
+    each run has its own Adam optimiser over its own tensors. A run's result is the one
+    :func:`distill` gives for it alone, to the bit where the batched matrix products round as the
+    single ones (``tests/data/test_amd_batched.py``). ``initial_rows`` optionally gives each run
+    its starting pairs (``None`` entries: picked by its ``init``), e.g. SPM prototypes computed
+    once for several runs.
+    """
+    if not runs:
+        raise ValueError("runs must hold at least one (method, init, seed)")
     n_pairs = check_int("n_pairs", n_pairs, 1, len(data.train))
     iterations = check_int("iterations", iterations, 1)
     syn_steps = check_int("syn_steps", syn_steps, 0)
@@ -509,47 +710,69 @@ def distill(data: PairedDigits, experts: Trajectories, *, method: str = "mtt", n
                   else check_int("sync_range", sync_range, 0, experts.epochs - m))
     lr_data = check_range("lr_data", lr_data, 0, low_open=True)
     lr_student = check_range("lr_student", lr_student, 0, low_open=True)
-    seed = check_int("seed", seed, 0)
-    if method == "mtt":
-        r_v = r_l = sync_range
-    elif ranges is None:
-        rr = async_ranges(experts, m)
-        r_v, r_l = int(rr["R_V"]), int(rr["R_L"])  # type: ignore[call-overload]
-    else:
-        r_v = check_int("ranges[0]", ranges[0], 0, experts.epochs - m)
-        r_l = check_int("ranges[1]", ranges[1], 0, experts.epochs - m)
-    rows = (kmeans_prototypes(data, experts.v[0, -1], experts.l[0, -1], n_pairs, seed)
-            if init == "kmeans" else random_subset(data, n_pairs, seed))
-    gen = torch.Generator().manual_seed(seed)
-    images = torch.from_numpy(data.images[rows]).clone().requires_grad_(True)
-    texts = torch.from_numpy(data.texts[rows]).clone().requires_grad_(True)
-    log_lr = torch.full((2,), math.log(lr_student), requires_grad=True)
-    opt = torch.optim.Adam([images, texts, log_lr], lr=lr_data)
-    order = torch.randperm(experts.n_experts * ((iterations // experts.n_experts) + 1),
-                           generator=gen) % experts.n_experts
-    losses = np.empty(iterations)
+    if initial_rows is not None and len(initial_rows) != len(runs):
+        raise ValueError(f"initial_rows must have one entry per run ({len(runs)}), "
+                         f"got {len(initial_rows)}")
+    methods, seeds, span, rows_of = [], [], [], []
+    for k, (method, init, seed) in enumerate(runs):
+        methods.append(check_choice("method", method, ("mtt", "amd")))
+        check_choice("init", init, ("random", "kmeans"))
+        seeds.append(check_int("seed", seed, 0))
+        if method == "mtt":
+            span.append((sync_range, sync_range))
+        elif ranges is None:
+            rr = async_ranges(experts, m)
+            span.append((int(rr["R_V"]), int(rr["R_L"])))  # type: ignore[call-overload]
+        else:
+            span.append((check_int("ranges[0]", ranges[0], 0, experts.epochs - m),
+                         check_int("ranges[1]", ranges[1], 0, experts.epochs - m)))
+        given = None if initial_rows is None else initial_rows[k]
+        if given is not None:
+            rows_of.append(np.asarray(given))
+        else:
+            rows_of.append(kmeans_prototypes(data, experts.v[0, -1], experts.l[0, -1], n_pairs, seed)
+                           if init == "kmeans" else random_subset(data, n_pairs, seed))
+    n_runs = len(runs)
+    gens = [torch.Generator().manual_seed(s) for s in seeds]
+    images = [torch.from_numpy(data.images[r]).clone().requires_grad_(True) for r in rows_of]
+    texts = [torch.from_numpy(data.texts[r]).clone().requires_grad_(True) for r in rows_of]
+    log_lrs = [torch.full((2,), math.log(lr_student), requires_grad=True) for _ in runs]
+    # one Adam per run over its own tensors: it acts on each run as if it ran alone
+    opts = [_Adam([images[p], texts[p], log_lrs[p]], lr=lr_data) for p in range(n_runs)]
+    orders = [torch.randperm(experts.n_experts * ((iterations // experts.n_experts) + 1),
+                             generator=g) % experts.n_experts for g in gens]
+    losses = np.empty((n_runs, iterations))
     for it in range(iterations):
-        e = int(order[it])
-        t_v = int(torch.randint(0, r_v + 1, (1,), generator=gen))
-        # synchronous matching draws one start for both branches (amd-eq-sync)
-        t_l = t_v if method == "mtt" else int(torch.randint(0, r_l + 1, (1,), generator=gen))
-        start_v, start_l = experts.v[e, t_v], experts.l[e, t_l]
-        th_v, th_l = start_v[None].clone(), start_l[None].clone()
-        eta = log_lr.exp()
+        es, tvs, tls = [], [], []
+        for p in range(n_runs):
+            es.append(int(orders[p][it]))
+            tvs.append(int(torch.randint(0, span[p][0] + 1, (1,), generator=gens[p])))
+            # synchronous matching draws one start for both branches (amd-eq-sync)
+            tls.append(tvs[p] if methods[p] == "mtt" else
+                       int(torch.randint(0, span[p][1] + 1, (1,), generator=gens[p])))
+        start_v, start_l = experts.v[es, tvs], experts.l[es, tls]  # (P, D): run p's checkpoints
+        th_v, th_l = start_v.clone(), start_l.clone()
+        eta = torch.stack([lr.exp() for lr in log_lrs])  # (P, 2)
         for _ in range(syn_steps):
             if not th_v.requires_grad:
                 th_v.requires_grad_(True)
                 th_l.requires_grad_(True)
-            gv, gl = torch.autograd.grad(contrastive_loss(th_v, th_l, images, texts), (th_v, th_l),
-                                         create_graph=True)
-            th_v, th_l = th_v - eta[0] * gv, th_l - eta[1] * gl
-        loss = matching_loss(th_v[0], th_l[0], start_v, start_l, experts.v[e, t_v + m],
-                             experts.l[e, t_l + m])
-        opt.zero_grad()
-        if loss.requires_grad:
-            loss.backward()
-            opt.step()
-        losses[it] = float(loss.detach())
-    lr_v, lr_l = (float(v) for v in log_lr.detach().exp())
-    return DistillResult(images.detach().clone(), texts.detach().clone(), lr_v, lr_l, rows,
-                         (r_v, r_l), losses)
+            # images, texts: one tensor per run (each run's student sees only its own set)
+            gv, gl = contrastive_grad(th_v, th_l, images, texts, create_graph=True)
+            th_v, th_l = th_v - eta[:, :1] * gv, th_l - eta[:, 1:] * gl
+        loss = [matching_loss(th_v[p], th_l[p], start_v[p], start_l[p],
+                              experts.v[es[p], tvs[p] + m], experts.l[es[p], tls[p] + m])
+                for p in range(n_runs)]
+        for opt in opts:
+            opt.zero_grad()
+        if loss[0].requires_grad:
+            torch.stack(loss).sum().backward()
+            for opt in opts:
+                opt.step()
+        losses[:, it] = [float(v.detach()) for v in loss]
+    out = []
+    for p in range(n_runs):
+        lr_v, lr_l = (float(v) for v in log_lrs[p].detach().exp())
+        out.append(DistillResult(images[p].detach().clone(), texts[p].detach().clone(), lr_v, lr_l,
+                                 rows_of[p], span[p], losses[p].copy()))
+    return out
