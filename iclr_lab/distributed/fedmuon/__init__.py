@@ -9,6 +9,9 @@ The chapter is ``book/distributed/fedmuon.md``. The package splits in three:
 * :mod:`~iclr_lab.distributed.fedmuon.training`: federated training with client sampling, written
   once against the collective interface
   (:func:`~iclr_lab.distributed.fedmuon.training.train_clients`);
+* :mod:`~iclr_lab.distributed.fedmuon.stacked`: the same training and toy runs for many methods
+  and clients at once in stacked tensors, equal to the serial ones bit for bit (what
+  ``reproduce`` runs);
 * :mod:`~iclr_lab.distributed.fedmuon.experiments`: the chapter's
   :func:`~iclr_lab.distributed.fedmuon.experiments.reproduce`,
   :func:`~iclr_lab.distributed.fedmuon.experiments.launch` (what ``iclr-lab launch fedmuon`` runs),

@@ -16,7 +16,8 @@ from iclr_lab.core.progress import progress
 from iclr_lab.core.report import Claim, Report, timed
 from iclr_lab.core.scales import pick, seed_everything
 from iclr_lab.core.validation import check_int
-from iclr_lab.distributed.fedmuon.method import KELLER, toy_matrix, toy_run
+from iclr_lab.distributed.fedmuon.method import KELLER, toy_matrix
+from iclr_lab.distributed.fedmuon.stacked import toy_runs, train_stacked
 from iclr_lab.distributed.fedmuon.training import (
     FedMethod,
     FedSetup,
@@ -74,6 +75,14 @@ def methods(lr_lmo: float, lr_sgd: float) -> list[FedMethod]:
 def _run(method: FedMethod, setup: FedSetup, seed: int, workers: int = 1) -> pd.DataFrame:
     logs = run_simulated(lambda comm: train_clients(comm, method, setup, seed), workers)
     return logs[0].assign(lr=method.lr, dirichlet=setup.dirichlet, seed=seed)
+
+
+def _run_all(methods: list[FedMethod], setup: FedSetup, seed: int) -> list[pd.DataFrame]:
+    """``[_run(m, setup, seed) for m in methods]``, bit for bit, as one stacked run
+    (:func:`~iclr_lab.distributed.fedmuon.stacked.train_stacked`)."""
+    logs = train_stacked(methods, setup, seed)
+    return [log.assign(lr=m.lr, dirichlet=setup.dirichlet, seed=seed)
+            for m, log in zip(methods, logs, strict=True)]
 
 
 def launch(comm: Collective, scale: str = "book", seed: int = 0) -> dict[str, pd.DataFrame]:
@@ -148,17 +157,16 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
         # beside it, not a competitor), which keeps the chapter inside its time budget
         jobs = [m for lr, lr_s in zip(size.lmo_grid, size.sgd_grid, strict=True)
                 for m in methods(lr, lr_s) if m.name != CARRY]
-        tune = pd.concat([_run(m, setup, seed) for m in progress(jobs, desc="fedmuon: tuning")],
-                         ignore_index=True)
+        # each batch of runs goes as one stacked tensor pass (stacked.py), equal to _run bit for bit
+        tune = pd.concat(_run_all(jobs, setup, seed), ignore_index=True)
         tuning = _final(tune)
         best = tuning.loc[tuning.groupby("method", sort=False)["final_loss"].idxmin()]
         best_lr = dict(zip(best["method"], best["lr"], strict=True))
         best_lr[CARRY] = best_lr[LOCALMUON]
-        carry = [_run(replace(m, lr=best_lr[CARRY]), setup, seed)
-                 for m in methods(size.lmo_grid[0], size.sgd_grid[0]) if m.name == CARRY]
         near_iid = replace(size.setup, dirichlet=ALPHAS[1])
-        others = [replace(m, lr=best_lr[m.name]) for m in methods(size.lmo_grid[0], size.sgd_grid[0])]
-        more = [_run(m, near_iid, seed) for m in progress(others, desc="fedmuon: near-IID")]
+        tuned = [replace(m, lr=best_lr[m.name]) for m in methods(size.lmo_grid[0], size.sgd_grid[0])]
+        batches = [(setup, [m for m in tuned if m.name == CARRY]), (near_iid, tuned)]
+        carry, more = (_run_all(ms, st, seed) for st, ms in progress(batches, desc="fedmuon: tuned"))
         chosen = tune[tune["lr"] == tune["method"].map(best_lr)]
         curves = pd.concat([chosen, *carry, *more], ignore_index=True)
         payload = model_bytes(size.setup)
@@ -190,15 +198,18 @@ def _toy_tables(size: _Sizes, seed: int) -> dict[str, pd.DataFrame]:
     runs = [(m, 0.0, seed, None) for m in ("localmuon", "localmuon_carry", "fedmuon")]
     runs += [(m, 0.1, s, None) for m in ("localmuon", "fedmuon") for s in range(seed, seed + size.toy_seeds)]
     names = {"localmuon": LOCALMUON, "localmuon_carry": CARRY, "fedmuon": FEDMUON}
-    for m, noise, s, _ in runs:
-        g = toy_run(m, A, rounds=size.toy_rounds, noise=noise, seed=s).numpy()
+    # the NS ablation's runs stacked with the others (stacked.py; equal to toy_run bit for bit)
+    ns_runs = [("fedmuon", 0.0, seed, t) for t in NS_COUNTS]
+    curves = toy_runs([*runs, *ns_runs], A, rounds=size.toy_rounds)
+    for (m, noise, s, _), g_t in zip(runs, curves[:len(runs)], strict=True):
+        g = g_t.numpy()
         rows.append(pd.DataFrame({"round": np.arange(len(g)), "ratio": g / g[0], "method": names[m],
                                   "noise": noise, "seed": s}))
     ns = []
     exact = rows[2]  # FedMuon with the exact LMO and no noise: already run above
+    ns_curves = dict(zip(NS_COUNTS, curves[len(runs):], strict=True))
     for t in (*NS_COUNTS, None):
-        g = (exact["ratio"].to_numpy().copy() if t is None else
-             toy_run("fedmuon", A, rounds=size.toy_rounds, ns_steps=t).numpy())
+        g = exact["ratio"].to_numpy().copy() if t is None else ns_curves[t].numpy()
         ns.append(pd.DataFrame({"round": np.arange(len(g)), "ratio": g / g[0],
                                 "T": "exact (SVD)" if t is None else f"T = {t}"}))
     return {"toy": pd.concat(rows, ignore_index=True), "toy_ns": pd.concat(ns, ignore_index=True)}
