@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -64,13 +65,69 @@ def mode_fraction(x: torch.Tensor, target: tuple[float, float], radius: float = 
     return float(((x - c).norm(dim=-1) <= radius).float().mean())
 
 
+#: use :class:`_PerSampleAdapter` for per-sample adapters that require grad (the tests turn it off
+#: to check that it gives what plain autograd gives, bit for bit)
+_FAST = True
+
+
+def _per_sample_pre(h: torch.Tensor, phi: torch.Tensor) -> torch.Tensor:
+    """``dW_i h_i + db_i`` for one adapter per row: row ``i`` of ``phi`` acts on sample ``i`` only."""
+    H = h.shape[1]
+    w = phi[:, : 2 * H].view(-1, 2, H)
+    return torch.bmm(h[:, None, :], w.transpose(1, 2))[:, 0] + phi[:, 2 * H:]
+
+
+class _PerSampleAdapter(torch.autograd.Function):
+    """``_per_sample_pre(h, phi.repeat(repeats, 1))`` with a hand-written backward.
+
+    Autograd's backward of the batched product and the slices builds zero-filled ``(rows, d)``
+    tensors and copies them; this one writes the per-sample gradient ``[g_i h_i^T, g_i]`` once
+    (the same products, so the same numbers) and sums over ``repeats`` as ``Tensor.repeat``'s
+    backward does, so that a per-sample ``phi`` need not be repeated. With ``zero`` (``phi`` is
+    all zeros) the forward is the exact ``0`` and ``phi`` sends nothing back to ``h`` (its
+    contribution ``g^T dW`` is an exact zero).
+    """
+
+    @staticmethod
+    def forward(ctx: Any, h: torch.Tensor, phi: torch.Tensor, repeats: int,
+                zero: bool) -> torch.Tensor:
+        rows = phi if repeats == 1 else phi.repeat(repeats, 1)
+        ctx.repeats, ctx.zero, ctx.n = repeats, zero, phi.shape[0]
+        if zero:
+            ctx.save_for_backward(h)
+            return h.new_zeros(h.shape[0], 2)
+        ctx.save_for_backward(h, rows)
+        return _per_sample_pre(h, rows)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        h = ctx.saved_tensors[0]
+        m, H = h.shape
+        grad_phi = torch.empty(m, 2 * H + 2, dtype=g.dtype)
+        torch.mul(g[:, :, None], h[:, None, :], out=grad_phi[:, : 2 * H].view(m, 2, H))
+        grad_phi[:, 2 * H:] = g
+        if ctx.repeats != 1:
+            grad_phi = grad_phi.reshape(ctx.repeats, ctx.n, -1).sum([0])
+        grad_h = None
+        if ctx.needs_input_grad[0] and not ctx.zero:
+            # g^T dW row by row; bmm sums the two products in this order, so the same numbers
+            w = ctx.saved_tensors[1][:, : 2 * H].view(-1, 2, H)
+            grad_h = g[:, 0:1] * w[:, 0] + g[:, 1:2] * w[:, 1]
+        return grad_h, grad_phi, None, None
+
+
 @dataclass
 class Trajectory:
     """One batch of reverse chains: ``xs[t]`` is ``x_t`` (``t = 0..T``), ``zs[t]`` the noise
-    ``sigma_t eps_t`` injected at step ``t`` (``zs[0]`` is unused and zero)."""
+    ``sigma_t eps_t`` injected at step ``t`` (``zs[0]`` is unused and zero). With
+    ``TinyDiffusion.trajectory(..., features=True)`` also ``feats[t]``, the last hidden layer
+    ``h(x_t, t)``, and ``heads[t]``, the trunk's noise prediction ``head(h)`` before the adapter
+    (row 0 of both unused), so that the estimators need not recompute them."""
 
     xs: torch.Tensor
     zs: torch.Tensor
+    feats: torch.Tensor | None = None
+    heads: torch.Tensor | None = None
 
 
 class TinyDiffusion(nn.Module):
@@ -113,6 +170,9 @@ class TinyDiffusion(nn.Module):
         self.register_buffer("eps_coef", (betas / (1.0 - abar).sqrt()).float())
         self.register_buffer("abar", abar.float())
         self.register_buffer("freqs", torch.exp(-math.log(100.0) * torch.arange(8) / 8.0))
+        # the time embedding of every step t = 0..T, looked up by ``features`` (the same numbers
+        # as computing it row by row: sin and cos act element by element)
+        self._emb_table = self._embed(torch.arange(self.steps + 1))
         self.l1 = nn.Linear(2 + 16, hidden)
         self.l2 = nn.Linear(hidden, hidden)
         self.head = nn.Linear(hidden, 2)
@@ -131,19 +191,38 @@ class TinyDiffusion(nn.Module):
         """The adapter ``phi = 0`` (the pretrained model)."""
         return torch.zeros(self.adapter_size)
 
-    def features(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        """The last hidden layer ``h(x, t)`` for points ``x`` (n, 2) at integer steps ``t`` (n,)."""
+    def _embed(self, t: torch.Tensor) -> torch.Tensor:
+        """The sinusoidal embedding of the steps ``t`` (n,), shape (n, 16)."""
         ang = (t.float() / self.steps)[:, None] * 100.0 * self.freqs[None, :]
-        emb = torch.cat([torch.sin(ang), torch.cos(ang)], dim=1)
+        return torch.cat([torch.sin(ang), torch.cos(ang)], dim=1)
+
+    def features(self, x: torch.Tensor, t: torch.Tensor | int) -> torch.Tensor:
+        """The last hidden layer ``h(x, t)`` for points ``x`` (n, 2) at integer steps ``t`` (n,)
+        (or one step ``t`` for every row)."""
+        emb = self._emb_table[t] if isinstance(t, torch.Tensor) else self._emb_table[t].expand(len(x), -1)
         h = nn.functional.silu(self.l1(torch.cat([x, emb], dim=1)))
         return nn.functional.silu(self.l2(h))
 
-    def eps(self, x: torch.Tensor, t: torch.Tensor, phi: torch.Tensor | None = None) -> torch.Tensor:
+    def eps(self, x: torch.Tensor, t: torch.Tensor | int, phi: torch.Tensor | None = None) -> torch.Tensor:
         """The noise prediction ``eps_theta(x, t)`` with the adapter ``phi`` (shape (d,) or (n, d))."""
-        h = self.features(x, t)
-        out = self.head(h)
+        return self._eps(self.features(x, t), phi)
+
+    def _eps(self, h: torch.Tensor, phi: torch.Tensor | None, out: torch.Tensor | None = None,
+             repeats: int = 1, zero: bool = False) -> torch.Tensor:
+        """:meth:`eps` from the features ``h`` (and ``out = head(h)`` if known). ``repeats`` and
+        ``zero`` are for per-sample adapters that require grad: ``phi`` (n, d) stands for
+        ``phi.repeat(repeats, 1)``, and ``zero`` says that it is all zeros (see
+        :class:`_PerSampleAdapter`)."""
+        out = self.head(h) if out is None else out
         if phi is not None:
-            out = out + ADAPTER_BOUND * torch.tanh(self.adapter_pre(h, phi))
+            if phi.dim() == 2 and phi.requires_grad and torch.is_grad_enabled() and _FAST:
+                pre = _PerSampleAdapter.apply(h, phi, repeats, zero)
+            else:
+                pre = self.adapter_pre(h, phi if repeats == 1 else phi.repeat(repeats, 1))
+            bounded = torch.tanh(pre)
+            if ADAPTER_BOUND != 1.0:  # times 1.0 is exact: skip it
+                bounded = ADAPTER_BOUND * bounded
+            out = out + bounded
         return out
 
     def adapter_pre(self, h: torch.Tensor, phi: torch.Tensor) -> torch.Tensor:
@@ -151,14 +230,19 @@ class TinyDiffusion(nn.Module):
         H = self.hidden
         if phi.dim() == 1:
             return h @ phi[: 2 * H].view(2, H).T + phi[2 * H:]
-        # one adapter per sample: row i of phi acts on sample i only
-        w = phi[:, : 2 * H].view(-1, 2, H)
-        return torch.einsum("nh,nkh->nk", h, w) + phi[:, 2 * H:]
+        return _per_sample_pre(h, phi)
 
-    def mean(self, x: torch.Tensor, t: torch.Tensor, phi: torch.Tensor | None = None) -> torch.Tensor:
-        """The reverse-step mean ``mu_theta(x_t, t)`` of ``rlr-eq-chain``; ``t`` holds steps in 1..T."""
+    def mean(self, x: torch.Tensor, t: torch.Tensor | int, phi: torch.Tensor | None = None) -> torch.Tensor:
+        """The reverse-step mean ``mu_theta(x_t, t)`` of ``rlr-eq-chain``; ``t`` holds steps in 1..T
+        (one per row, or one step for every row)."""
+        return self._mean(x, t, self.eps(x, t, phi))
+
+    def _mean(self, x: torch.Tensor, t: torch.Tensor | int, eps: torch.Tensor) -> torch.Tensor:
+        """:meth:`mean` from the noise prediction ``eps`` (``t``: one step per row, or one for all)."""
+        if not isinstance(t, torch.Tensor):
+            return (x - self.eps_coef[t - 1] * eps) * self.inv_sqrt_alpha[t - 1]
         i = t - 1
-        return (x - self.eps_coef[i, None] * self.eps(x, t, phi)) * self.inv_sqrt_alpha[i, None]
+        return (x - self.eps_coef[i, None] * eps) * self.inv_sqrt_alpha[i, None]
 
     def sigma(self, t: torch.Tensor) -> torch.Tensor:
         """The noise std ``sigma_t = sqrt(beta_t)`` of step ``t`` (one value per entry of ``t``)."""
@@ -170,16 +254,19 @@ class TinyDiffusion(nn.Module):
 
     @torch.no_grad()
     def trajectory(self, n: int, gen: torch.Generator, phi: torch.Tensor | None = None,
-                   perturb: torch.Tensor | None = None) -> Trajectory:
+                   perturb: torch.Tensor | None = None, features: bool = False) -> Trajectory:
         """Run the reverse chain for ``n`` samples without a graph and keep every state and noise.
 
         ``perturb``, shape ``(T + 1, n, d)``, adds ``perturb[t]`` to the adapter at step ``t``
-        (the parameter perturbations of the zeroth-order terms, ``rlr-eq-zo``).
+        (the parameter perturbations of the zeroth-order terms, ``rlr-eq-zo``). ``features``
+        also keeps each step's features and trunk output (:class:`Trajectory`).
         """
         n = check_int("n", n, 1)
         T = self.steps
         xs = torch.zeros(T + 1, n, 2)
         zs = torch.zeros(T + 1, n, 2)
+        feats = torch.zeros(T + 1, n, self.hidden) if features else None
+        heads = torch.zeros(T + 1, n, 2) if features else None
         xs[T] = torch.randn(n, 2, generator=gen)
         for t in range(T, 0, -1):
             p = phi
@@ -187,13 +274,61 @@ class TinyDiffusion(nn.Module):
                 base = self.zero_adapter() if phi is None else phi
                 p = base + perturb[t]
             zs[t] = self.sigmas[t - 1] * torch.randn(n, 2, generator=gen)
-            xs[t - 1] = self.mean(xs[t], self.full(n, t), p) + zs[t]
-        return Trajectory(xs, zs)
+            h = self.features(xs[t], t)
+            out = self.head(h)
+            if feats is not None and heads is not None:
+                feats[t], heads[t] = h, out
+            xs[t - 1] = self._mean(xs[t], t, self._eps(h, p, out)) + zs[t]
+        return Trajectory(xs, zs, feats, heads)
 
     @torch.no_grad()
     def sample(self, n: int, gen: torch.Generator, phi: torch.Tensor | None = None) -> torch.Tensor:
         """``n`` samples ``x_0`` of the model with adapter ``phi``."""
         return self.trajectory(n, gen, phi).xs[0]
+
+
+class _CosineAdam:
+    """``torch.optim.Adam`` (its defaults, the single-tensor path it takes on the CPU) under
+    ``torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)``, written out op for op so that it
+    gives the same numbers, bit for bit (``tests/generative/test_rlr_fast.py`` checks it), without
+    ``torch.optim``'s per-step machinery or the ``torch._dynamo`` import its constructor triggers
+    (over a second of CPU, once per process)."""
+
+    def __init__(self, params: list[torch.Tensor], *, lr: float, steps: int) -> None:
+        self.params, self.lr, self.base_lr, self.t_max, self.epoch = params, lr, lr, steps, 0
+        self.exp_avg = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in params]
+        self.exp_avg_sq = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in params]
+        self.step_t = [torch.tensor(0.0) for _ in params]
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        beta1, beta2, eps, lr = 0.9, 0.999, 1e-8, self.lr
+        for p, m, v, step_t in zip(self.params, self.exp_avg, self.exp_avg_sq, self.step_t,
+                                   strict=True):
+            grad = p.grad
+            assert grad is not None
+            step_t += 1
+            m.lerp_(grad, 1 - beta1)
+            v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            step = step_t.item()
+            bias_correction1 = 1 - beta1**step
+            bias_correction2 = 1 - beta2**step
+            step_size = lr / bias_correction1
+            bias_correction2_sqrt = bias_correction2**0.5
+            denom = (v.sqrt() / bias_correction2_sqrt).add_(eps)
+            p.addcdiv_(m, denom, value=-step_size)
+        # CosineAnnealingLR's recursive form (eta_min = 0), as its ``get_lr`` computes it
+        self.epoch += 1
+        e, T = self.epoch, self.t_max
+        if (e - 1 - T) % (2 * T) == 0:
+            self.lr = self.lr + (self.base_lr - 0) * (1 - math.cos(math.pi / T)) / 2
+        else:
+            self.lr = ((1 + math.cos(math.pi * e / T)) / (1 + math.cos(math.pi * (e - 1) / T))
+                       * (self.lr - 0) + 0)
 
 
 def pretrain(model: TinyDiffusion, *, steps: int = 1500, batch_size: int = 256, lr: float = 3e-3,
@@ -206,8 +341,7 @@ def pretrain(model: TinyDiffusion, *, steps: int = 1500, batch_size: int = 256, 
     batch_size = check_int("batch_size", batch_size, 1)
     lr = check_range("lr", lr, 0.0, low_open=True)
     gen = torch.Generator().manual_seed(check_int("seed", seed, 0))
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    opt = _CosineAdam(list(model.parameters()), lr=lr, steps=steps)
     losses = []
     for _ in range(steps):
         x0 = sample_mixture(batch_size, gen)
@@ -219,7 +353,6 @@ def pretrain(model: TinyDiffusion, *, steps: int = 1500, batch_size: int = 256, 
         opt.zero_grad()
         loss.backward()
         opt.step()
-        sched.step()
         losses.append(float(loss.detach()))
     for p in model.parameters():
         p.requires_grad_(False)  # the trunk is frozen from here on; only adapters are trained

@@ -60,15 +60,18 @@ def _loo_advantage(r: torch.Tensor, groups: int = 1) -> torch.Tensor:
     return (blocks - (blocks.sum(1, keepdim=True) - blocks) / (m - 1)).reshape(-1)
 
 
-def _log_prob(model: TinyDiffusion, x_prev: torch.Tensor, x: torch.Tensor, t: torch.Tensor,
-              phi: torch.Tensor) -> torch.Tensor:
-    """``log N(x_prev; mu_phi(x, t), sigma_t^2 I)`` up to a constant, per sample."""
-    s2 = model.sigma(t) ** 2
-    return -((x_prev - model.mean(x, t, phi)) ** 2).sum(-1) / (2 * s2)
+def _mean(model: TinyDiffusion, x: torch.Tensor, t: torch.Tensor | int, Phi: torch.Tensor, zero: bool,
+          h: torch.Tensor | None = None, out: torch.Tensor | None = None,
+          repeats: int = 1) -> torch.Tensor:
+    """``model.mean(x, t, Phi.repeat(repeats, 1))`` for the per-sample leaf ``Phi`` (all zeros if
+    ``zero``), from the stored features ``h`` and trunk output ``out`` when given (the same
+    numbers: they were computed from the same ``x`` and ``t``)."""
+    h = model.features(x, t) if h is None else h
+    return model._mean(x, t, model._eps(h, Phi, out, repeats=repeats, zero=zero))
 
 
 def _lr_terms(model: TinyDiffusion, traj: Trajectory, Phi: torch.Tensor,
-              weights: torch.Tensor) -> torch.Tensor:
+              weights: torch.Tensor, zero: bool = False) -> torch.Tensor:
     """``sum_t weights[t, i] * log p_phi(x_{t-1} | x_t)`` summed over samples, every step in one
     batched call (``weights`` has shape ``(T + 1, n)``; row 0 is ignored)."""
     T, n = model.steps, Phi.shape[0]
@@ -79,18 +82,28 @@ def _lr_terms(model: TinyDiffusion, traj: Trajectory, Phi: torch.Tensor,
     x_prev = torch.cat([traj.xs[t - 1] for t in steps])
     tt = torch.cat([model.full(n, t) for t in steps])
     w = torch.cat([weights[t] for t in steps])
-    return (w * _log_prob(model, x_prev, x, tt, Phi.repeat(len(steps), 1))).sum()
+    hs = out = None
+    if traj.feats is not None and traj.heads is not None:
+        if steps == list(range(steps[0], steps[-1] + 1)):  # a view, no copy
+            hs, out = traj.feats[steps[0]:steps[-1] + 1], traj.heads[steps[0]:steps[-1] + 1]
+        else:
+            hs, out = traj.feats[steps], traj.heads[steps]
+        hs, out = hs.reshape(-1, hs.shape[-1]), out.reshape(-1, 2)
+    s2 = model.sigma(tt) ** 2
+    mu = _mean(model, x, tt, Phi, zero, hs, out, repeats=len(steps))
+    return (w * (-((x_prev - mu) ** 2).sum(-1) / (2 * s2))).sum()
 
 
-def _fo_last(model: TinyDiffusion, reward: Reward, traj: Trajectory, Phi: torch.Tensor) -> torch.Tensor:
+def _fo_last(model: TinyDiffusion, reward: Reward, traj: Trajectory, Phi: torch.Tensor,
+             zero: bool = False) -> torch.Tensor:
     """Pathwise term of the last step: ``R(mu_phi(x_1, 1) + z_1)`` summed over samples."""
-    n = Phi.shape[0]
-    x0 = model.mean(traj.xs[1], model.full(n, 1), Phi) + traj.zs[1]
+    h, out = (None, None) if traj.feats is None or traj.heads is None else (traj.feats[1], traj.heads[1])
+    x0 = _mean(model, traj.xs[1], 1, Phi, zero, h, out) + traj.zs[1]
     return reward(x0).sum()
 
 
 def _ho_term(model: TinyDiffusion, traj: Trajectory, Phi: torch.Tensor, j: torch.Tensor, h: int,
-             adv: torch.Tensor) -> torch.Tensor:
+             adv: torch.Tensor, zero: bool = False) -> torch.Tensor:
     """Half-order surrogate of ``rlr-eq-ho`` for sub-chains ``j_i + h -> j_i`` (one ``j`` per sample).
 
     Recompute the ``h`` steps from the stored ``x_{j+h}`` with the adapter, inner noises held at
@@ -102,7 +115,10 @@ def _ho_term(model: TinyDiffusion, traj: Trajectory, Phi: torch.Tensor, j: torch
     y = traj.xs[j + h, rows]
     for k in range(h):
         t = j + h - k
-        y = model.mean(y, t, Phi)
+        if k == 0 and traj.feats is not None and traj.heads is not None:  # y is a stored state
+            y = _mean(model, y, t, Phi, zero, traj.feats[t, rows], traj.heads[t, rows])
+        else:
+            y = _mean(model, y, t, Phi, zero)
         if k < h - 1:
             y = y + traj.zs[t, rows]
     x_j = traj.xs[j, rows]
@@ -147,7 +163,10 @@ def estimate_gradient(method: str, model: TinyDiffusion, reward: Reward, n_sampl
                          f"got {tuple(phi.shape)}")
     groups = 1 if phi.dim() == 1 else phi.shape[0]
     Phi = _per_sample(phi, n_samples)
-    rows = Phi.detach()
+    # phi = 0 (Experiment A): the graph-free passes skip the adapter (it adds an exact 0) and
+    # the per-sample adapter knows its output is 0 (``_PerSampleAdapter``)
+    zero = not bool(phi.any())
+    rows = None if zero else Phi.detach()
     n = Phi.shape[0]
 
     if method in ("full_bp", "truncated"):
@@ -155,19 +174,19 @@ def estimate_gradient(method: str, model: TinyDiffusion, reward: Reward, n_sampl
         with torch.no_grad():
             x = torch.randn(n, 2, generator=gen)
             for t in range(T, cut, -1):
-                x = model.mean(x, model.full(n, t), rows) + model.sigmas[t - 1] * torch.randn(
+                x = model.mean(x, t, rows) + model.sigmas[t - 1] * torch.randn(
                     n, 2, generator=gen)
         for t in range(cut, 0, -1):
-            x = model.mean(x, model.full(n, t), Phi) + model.sigmas[t - 1] * torch.randn(
+            x = _mean(model, x, t, Phi, zero) + model.sigmas[t - 1] * torch.randn(
                 n, 2, generator=gen)
         reward(x).sum().backward()
         assert Phi.grad is not None
         return Phi.grad
 
     if method == "ddpo":
-        traj = model.trajectory(n, gen, rows)
+        traj = model.trajectory(n, gen, rows, features=True)
         adv = _loo_advantage(reward(traj.xs[0]), groups)
-        _lr_terms(model, traj, Phi, adv.expand(T + 1, n)).backward()
+        _lr_terms(model, traj, Phi, adv.expand(T + 1, n), zero).backward()
         assert Phi.grad is not None
         return Phi.grad
 
@@ -188,15 +207,15 @@ def estimate_gradient(method: str, model: TinyDiffusion, reward: Reward, n_sampl
     delta = None
     if method == "rlr" and zo:
         delta = torch.randn(T + 1, n, d, generator=gen) * mask[:, :, None]
-        traj = model.trajectory(n, gen, rows, perturb=zo_scale * delta)
+        traj = model.trajectory(n, gen, rows, perturb=zo_scale * delta, features=True)
     else:
-        traj = model.trajectory(n, gen, rows)
+        traj = model.trajectory(n, gen, rows, features=True)
     adv = _loo_advantage(reward(traj.xs[0]), groups)
-    loss = _fo_last(model, reward, traj, Phi)
+    loss = _fo_last(model, reward, traj, Phi, zero)
     if j is not None:
-        loss = loss + _ho_term(model, traj, Phi, j, h, adv)
+        loss = loss + _ho_term(model, traj, Phi, j, h, adv, zero)
     if delta is None:
-        loss = loss + _lr_terms(model, traj, Phi, adv[None, :] * mask)
+        loss = loss + _lr_terms(model, traj, Phi, adv[None, :] * mask, zero)
     loss.backward()
     assert Phi.grad is not None
     g = Phi.grad
@@ -221,24 +240,27 @@ def step_terms(model: TinyDiffusion, reward: Reward, n_samples: int, step: int, 
     n = check_int("n_samples", n_samples, 2)
     gen = torch.Generator().manual_seed(0) if gen is None else gen
     phi = model.zero_adapter() if phi is None else phi.detach()
-    traj = model.trajectory(n, gen, phi)
+    zero = not bool(phi.any())
+    traj = model.trajectory(n, gen, None if zero else phi, features=True)
     adv = _loo_advantage(reward(traj.xs[0]))
     out = {}
     Phi = _per_sample(phi, n)
-    x = model.mean(traj.xs[step], model.full(n, step), Phi) + traj.zs[step]
+    assert traj.feats is not None and traj.heads is not None
+    x = _mean(model, traj.xs[step], step, Phi, zero, traj.feats[step],
+              traj.heads[step]) + traj.zs[step]
     for t in range(step - 1, 0, -1):
-        x = model.mean(x, model.full(n, t), phi) + traj.zs[t]
+        x = model.mean(x, t, None if zero else phi) + traj.zs[t]
     reward(x).sum().backward()
     assert Phi.grad is not None
     out["fo"] = Phi.grad
     Phi = _per_sample(phi, n)
     w = torch.zeros(T + 1, n)
     w[step] = adv
-    _lr_terms(model, traj, Phi, w).backward()
+    _lr_terms(model, traj, Phi, w, zero).backward()
     assert Phi.grad is not None
     out["lr"] = Phi.grad
     Phi = _per_sample(phi, n)
-    _ho_term(model, traj, Phi, torch.full((n,), step - 1), h, adv).backward()
+    _ho_term(model, traj, Phi, torch.full((n,), step - 1), h, adv, zero).backward()
     assert Phi.grad is not None
     out["ho"] = Phi.grad
     out["closed_form"] = lr_step_closed_form(model, traj, adv, step, phi)
@@ -256,7 +278,7 @@ def lr_step_closed_form(model: TinyDiffusion, traj: Trajectory, adv: torch.Tenso
     i = step - 1
     n = traj.xs.shape[1]
     with torch.no_grad():
-        hfeat = model.features(traj.xs[step], model.full(n, step))
+        hfeat = model.features(traj.xs[step], step)
         u = model.adapter_pre(hfeat, phi)
         z = (1 - torch.tanh(u) ** 2) * traj.zs[step] / model.sigmas[i] ** 2
         scale = -(adv * model.eps_coef[i] * model.inv_sqrt_alpha[i] * ADAPTER_BOUND)[:, None]
@@ -304,7 +326,9 @@ def finetune(method: str, model: TinyDiffusion, reward: Reward, *, steps: int = 
     def record(k: int) -> None:
         # the same evaluation noise at every checkpoint, so that curves are not jittered by it
         egen = torch.Generator().manual_seed(10_000 + seed)
-        x = model.sample(eval_samples * G, egen, phi.repeat_interleave(eval_samples, 0))
+        # phi = 0 (step 0): no adapter, which adds an exact 0
+        adapters = phi.repeat_interleave(eval_samples, 0) if bool(phi.any()) else None
+        x = model.sample(eval_samples * G, egen, adapters)
         for g, block in enumerate(x.view(G, eval_samples, 2)):
             rows.append({"step": k, "run": g % runs, "lr": float(lr_of[g]),
                          "reward": float(reward(block).mean()),

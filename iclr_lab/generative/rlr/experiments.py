@@ -80,20 +80,24 @@ SIZES = {
 }
 
 
-def _stats(G: torch.Tensor, ref: torch.Tensor) -> dict[str, float]:
+def _stats(G: torch.Tensor, ref: torch.Tensor,
+           ref_var: torch.Tensor | None = None) -> dict[str, float]:
     """Relative bias, its 3-SE half-width, the cosine between the mean and ``g*`` and the ratio of
     their lengths, and the variance
     of the per-sample estimates ``G`` against
-    the per-sample full-backprop gradients ``ref`` (independent draws)."""
+    the per-sample full-backprop gradients ``ref`` (independent draws). ``ref_var`` is
+    ``ref.var(0)`` if already computed (it is the same for every estimator)."""
     g_star = ref.mean(0)
     norm = float(g_star.norm())
-    diff = float((G.mean(0) - g_star).norm())
-    se = float((G.var(0).sum() / len(G) + ref.var(0).sum() / len(ref)).sqrt())
     mean = G.mean(0)
+    var = G.var(0)
+    ref_var = ref.var(0) if ref_var is None else ref_var
+    diff = float((mean - g_star).norm())
+    se = float((var.sum() / len(G) + ref_var.sum() / len(ref)).sqrt())
     cosine = float(mean @ g_star) / max(float(mean.norm()) * norm, 1e-30)
     return {"rel_bias": diff / norm, "half_width": 3 * se / norm, "z": diff / se, "cosine": cosine,
             "rel_norm": float(mean.norm()) / norm, "g_star_norm": norm,
-            "rel_var": float(G.var(0).sum()) / norm**2, "n": len(G)}
+            "rel_var": float(var.sum()) / norm**2, "n": len(G)}
 
 
 def bias_variance(model: TinyDiffusion, *, n_ref: int, n_main: int, n_other: int, n_zo: int,
@@ -115,9 +119,10 @@ def bias_variance(model: TinyDiffusion, *, n_ref: int, n_main: int, n_other: int
         (RLR_CODE, "rlr_code", {"chain_len": 2}, n_other, 1),
     ]
     rows = []
+    ref_var = ref.var(0)
     for label, method, kw, n, graph in progress(plan, desc="estimators"):
         G = estimate_gradient(method, model, reward, n, gen=gen, **kw)
-        rows.append({"estimator": label, **_stats(G, ref), "graph_steps": graph})
+        rows.append({"estimator": label, **_stats(G, ref, ref_var), "graph_steps": graph})
         del G
     return pd.DataFrame(rows)
 
@@ -429,11 +434,12 @@ def explorer_chart(h: int = 2, K: int = 1, n_samples: int = EXPLORER_SAMPLES) ->
     gen = torch.Generator().manual_seed(0)
     ref = estimate_gradient("full_bp", model, reward, n, gen=gen)
     rows = []
+    ref_var = ref.var(0)
     plan: list[tuple[str, str, dict[str, Any]]] = [
         (DDPO, "ddpo", {}), (f"RLR, no ZO (h = {h})", "rlr", {"h": h}),
         (f"{TRUNC} = {K}", "truncated", {"K": K})]
     for label, method, kw in plan:
-        s = _stats(estimate_gradient(method, model, reward, n, gen=gen, **kw), ref)
+        s = _stats(estimate_gradient(method, model, reward, n, gen=gen, **kw), ref, ref_var)
         rows.append({"estimator": label, **s})
     df = pd.DataFrame(rows).assign(lo=lambda d: (d.rel_bias - d.half_width).clip(lower=0),
                                    hi=lambda d: d.rel_bias + d.half_width)
