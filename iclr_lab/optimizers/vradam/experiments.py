@@ -32,6 +32,7 @@ from iclr_lab.optimizers.vradam.quadratic import (
     two_cycle,
     vr_momentum_quadratic,
 )
+from iclr_lab.optimizers.vradam.stacked import Spec, train_many
 
 if TYPE_CHECKING:
     import altair as alt
@@ -362,7 +363,6 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
     every claim on them reports the median over those seeds. Experiment A is deterministic.
     """
     from iclr_lab.core.datasets import digits
-    from iclr_lab.core.progress import progress
 
     size = pick(_SIZES, scale)
     seed_everything(seed)
@@ -389,14 +389,30 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
         jobs += [(MATCHED, MATCHED, lr, s, math.nan) for lr in lrs for s in seeds]
         logs, finals, traces = [], [], []
         gate_of: dict[tuple[float, int], float] = {}
-        for name, method, lr, s, kappa in progress(jobs, desc="vradam digits", total=len(jobs)):
+        # every run of a pass trains at once (stacked.train_many: the numbers of train_digits, bit
+        # for bit); the matched-rate runs form a second pass, after the gates they need
+        results: dict[int, tuple[pd.DataFrame, np.ndarray]] = {}
+        rates: dict[int, float] = {}
+        for matched_pass in (False, True):
+            todo = [k for k, job in enumerate(jobs) if (job[1] == MATCHED) == matched_pass]
+            specs = []
+            for k in todo:
+                name, method, lr, s, kappa = jobs[k]
+                rates[k] = lr * gate_of[(lr, s)] if method == MATCHED else lr
+                specs.append(Spec(vradam=method not in (ADAMW, MATCHED), lr=rates[k], seed=s,
+                                  beta3=kappa / mean_p_of[s] if method == VR_CAL else 1.0))
+            runs = train_many(specs, steps=size.steps, data=data, eval_every=size.eval_every,
+                              weight_decay=WEIGHT_DECAY, lr_cutoff=LR_CUTOFF)
+            for k, run in zip(todo, runs, strict=True):
+                results[k] = run
+                name, _, lr, s, _ = jobs[k]
+                if name == VR_CAL:
+                    gate_of[(lr, s)] = float(run[1].mean())
+        for k, (name, method, lr, s, kappa) in enumerate(jobs):
             beta3 = kappa / mean_p_of[s] if method == VR_CAL else 1.0
-            rate = lr * gate_of[(lr, s)] if method == MATCHED else lr
-            log, ratios = train_digits(method, rate, s, steps=size.steps, beta3=beta3, data=data,
-                                       eval_every=size.eval_every)
+            rate = rates[k]
+            log, ratios = results[k]
             mean_gate = float(ratios.mean())
-            if name == VR_CAL:
-                gate_of[(lr, s)] = mean_gate
             finals.append({"method": name, "lr": lr, "seed": s, "kappa": kappa,
                            "beta3": beta3 if method.startswith("VRAdam") else math.nan,
                            **_final(log), "mean_gate": mean_gate,
