@@ -174,17 +174,20 @@ class _StackedMLP:
 
 
 @functools.lru_cache(maxsize=4)
-def _batches(workers: int, setup: DigitsSetup,
-             seeds: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _batches(workers: int, setup: DigitsSetup, seeds: tuple[int, ...],
+             standardize: bool | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Every worker's shard of every seed, concatenated (``x``, one-hot labels), and the row
     indices of every minibatch, ``(steps, N * batch)``: what ``train_worker`` draws, step by step.
 
     Shared by every method of a reproduction (the draws depend only on the seed and the rank).
+    ``standardize`` defaults to ``setup.standardize``; MT-DAO, whose setup always standardizes
+    and has no such field, passes ``True``.
     """
     xs, ys, index = [], [], []
     offset, bs = 0, setup.batch_size
+    scaled = setup.standardize if standardize is None else standardize
     for s in seeds:
-        data = _shards(workers, setup.split, s, setup.standardize)
+        data = _shards(workers, setup.split, s, scaled)
         for r in range(workers):
             x_np, y_np = data.worker(r)
             xs.append(torch.from_numpy(x_np))

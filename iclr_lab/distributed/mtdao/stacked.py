@@ -30,7 +30,6 @@ tests check every entry).
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,42 +42,13 @@ from iclr_lab.core.nn import FlatMLP
 from iclr_lab.core.progress import progress
 from iclr_lab.core.validation import check_int
 from iclr_lab.core.worker_data import worker_seed
-from iclr_lab.distributed.desloc.stacked import StackedCollective, _StackedDESLOC, _StackedMLP
+from iclr_lab.distributed.desloc.stacked import StackedCollective, _batches, _StackedDESLOC, _StackedMLP
 from iclr_lab.distributed.mtdao.optimizer import MTDAO
 from iclr_lab.distributed.mtdao.training import DigitsSetup, Method, _check_method, _Recorder, _shards
 
 __all__ = ["train_stacked"]
 
 INF = math.inf
-
-
-@functools.lru_cache(maxsize=4)
-def _seed_batches(workers: int, setup: DigitsSetup,
-                  seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One seed's shards concatenated in rank order (``x``, one-hot labels) and the row indices of
-    every minibatch, ``(steps, workers * batch)``: what ``train_worker`` draws, step by step
-    (a copy of DES-LOC's ``_batches`` for this chapter's setup, one seed at a time).
-
-    Shared by every method of a reproduction (the draws depend only on the seed and the rank).
-    """
-    xs, ys, index = [], [], []
-    offset, bs = 0, setup.batch_size
-    data = _shards(workers, setup.split, seed)
-    for r in range(workers):
-        x_np, y_np = data.worker(r)
-        xs.append(torch.from_numpy(x_np))
-        ys.append(torch.nn.functional.one_hot(torch.from_numpy(y_np), data.split.n_classes).float())
-        n = len(y_np)
-        if bs > n:
-            raise ValueError(f"batch_size ({bs}) exceeds worker {r}'s shard ({n} examples)")
-        gen = torch.Generator().manual_seed(worker_seed(seed, r))
-        per_pass = n // bs  # train_worker draws a new permutation when a batch would not fit
-        passes = -(-setup.steps // per_pass)
-        perms = [torch.randperm(n, generator=gen)[:per_pass * bs] for _ in range(passes)]
-        index.append(torch.cat(perms).view(-1, bs)[:setup.steps] + offset)
-        offset += n
-    idx = torch.stack(index, dim=1).reshape(setup.steps, -1)
-    return torch.cat(xs), torch.cat(ys), idx
 
 
 @dataclass
@@ -125,7 +95,8 @@ def train_stacked(runs: Sequence[tuple[Method, int]], setup: DigitsSetup, worker
     data = {s: _shards(workers, setup.split, s) for s in dict.fromkeys(seed for _, seed in runs)}
     n_in = next(iter(data.values())).split.x_train.shape[1]
     n_out = next(iter(data.values())).split.n_classes
-    batches = {s: _seed_batches(workers, setup, s) for s in data}
+    # every worker's shard and minibatch draws, one seed at a time (as train_worker draws them)
+    batches = {s: _batches(workers, setup, (s,), standardize=True) for s in data}
     x_parts, y_parts, offsets = [], [], {}
     offset = 0
     for s, (x, y, _) in batches.items():
