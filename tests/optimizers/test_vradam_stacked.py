@@ -11,7 +11,7 @@ import torch
 
 from iclr_lab.core.datasets import digits
 from iclr_lab.optimizers.vradam import experiments as ex
-from iclr_lab.optimizers.vradam.stacked import Spec, train_many
+from iclr_lab.optimizers.vradam.stacked import RateSpec, Spec, rate_many, train_many
 
 
 @pytest.fixture(scope="module")
@@ -72,3 +72,19 @@ def test_threads_do_not_matter(data) -> None:  # noqa: ANN001
         torch.set_num_threads(old)
     _check_exact(one, specs, 12, data, 6)
     assert math.isfinite(float(one[0][0].test_loss.iloc[-1]))
+
+
+def test_rate_many_equals_rate_run(data) -> None:  # noqa: ANN001
+    # Experiment C's runs: VRAdam with an active gate (two beta3), AdamW at alpha0 and at the floor
+    specs = [RateSpec(True, ex.RATE_ALPHA0, 0, 37.0), RateSpec(False, ex.RATE_ALPHA0, 0),
+             RateSpec(False, ex.RATE_ALPHA0 / 20, 1), RateSpec(True, ex.RATE_ALPHA0, 1, 500.0)]
+    steps = 120
+    out = rate_many(specs, steps=steps, data=data, penalty=ex.RATE_PENALTY, lr_cutoff=ex.LR_CUTOFF)
+    for spec, got in zip(specs, out, strict=True):
+        ref = ex.rate_run("VRAdam" if spec.vradam else "AdamW", spec.seed, steps=steps,
+                          beta3=spec.beta3, alpha0=spec.alpha0, data=data)
+        assert got.keys() == ref.keys()
+        for key in ref:
+            assert np.array_equal(got[key], ref[key], equal_nan=True), (spec, key)
+    assert out[3]["ratio"].min() < 0.5  # the gate did act
+    assert rate_many([], steps=3, data=data, penalty=0.0, lr_cutoff=1.0) == []

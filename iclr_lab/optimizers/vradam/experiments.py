@@ -32,7 +32,7 @@ from iclr_lab.optimizers.vradam.quadratic import (
     two_cycle,
     vr_momentum_quadratic,
 )
-from iclr_lab.optimizers.vradam.stacked import Spec, train_many
+from iclr_lab.optimizers.vradam.stacked import RateSpec, Spec, rate_many, train_many
 
 if TYPE_CHECKING:
     import altair as alt
@@ -221,17 +221,22 @@ def rate_run(method: str, seed: int, *, steps: int, beta3: float = 0.0, alpha0: 
 def _experiment_c(seeds: Sequence[int], horizons: Sequence[int], data: Split) -> pd.DataFrame:
     rows = []
     floor = RATE_ALPHA0 / (1.0 + LR_CUTOFF)
+    plan = []
     for s in seeds:
         pilot = rate_run("VRAdam", s, steps=CALIBRATION_STEPS, beta3=0.0, data=data)
         beta3 = KAPPA / float(np.mean(pilot["sq_norm"]))
-        for method, kind, b3, a0 in ((RATE_METHODS[0], "VRAdam", beta3, RATE_ALPHA0),
-                                     (RATE_METHODS[1], "AdamW", 0.0, RATE_ALPHA0),
-                                     (RATE_METHODS[2], "AdamW", 0.0, floor)):
-            run = rate_run(kind, s, steps=max(horizons), beta3=b3, alpha0=a0, data=data)
-            for n in horizons:
-                rows.append({"method": method, "seed": s, "N": n, "alpha0": a0, "beta3": b3,
-                             "mean_grad_sq": float(run["grad_sq"][run["step"] < n].mean()),
-                             "mean_gate": float(run["ratio"][:n].mean())})
+        plan += [(RATE_METHODS[0], s, True, beta3, RATE_ALPHA0),
+                 (RATE_METHODS[1], s, False, 0.0, RATE_ALPHA0),
+                 (RATE_METHODS[2], s, False, 0.0, floor)]
+    # the runs train together (stacked.rate_many: rate_run's numbers, bit for bit)
+    runs = rate_many([RateSpec(vradam=vr, alpha0=a0, seed=s, beta3=b3)
+                      for _, s, vr, b3, a0 in plan], steps=max(horizons), data=data,
+                     penalty=RATE_PENALTY, lr_cutoff=LR_CUTOFF)
+    for (method, s, _, b3, a0), run in zip(plan, runs, strict=True):
+        for n in horizons:
+            rows.append({"method": method, "seed": s, "N": n, "alpha0": a0, "beta3": b3,
+                         "mean_grad_sq": float(run["grad_sq"][run["step"] < n].mean()),
+                         "mean_gate": float(run["ratio"][:n].mean())})
     df = pd.DataFrame(rows)
     mean = df.groupby(["method", "N"])["mean_grad_sq"].transform("mean")
     first = df.N == min(horizons)

@@ -26,6 +26,7 @@ This serves the chapter's experiments only; the optimizer
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -40,7 +41,7 @@ from iclr_lab.optimizers.vradam.optimizer import _total, gate
 if TYPE_CHECKING:
     from iclr_lab.core.datasets import Split
 
-__all__ = ["Spec", "train_many"]
+__all__ = ["RateSpec", "Spec", "rate_many", "train_many"]
 
 _BETAS = (0.9, 0.999)  # AdamW's defaults, which both optimizers of the chapter keep
 _EPS = 1e-8
@@ -207,3 +208,100 @@ def train_many(specs: Sequence[Spec], *, steps: int, data: Split, eval_every: in
         if all(done):
             break
     return [(pd.DataFrame(rows), np.asarray(r)) for rows, r in zip(logs, ratios, strict=True)]
+
+
+@dataclass(frozen=True)
+class RateSpec:
+    """One run of Experiment C: ``vradam`` (VRAdam with ``beta3``) or AdamW, from ``alpha0``."""
+
+    vradam: bool
+    alpha0: float
+    seed: int
+    beta3: float = 0.0
+
+
+def _rate_grads(w: torch.Tensor, b: torch.Tensor, x: torch.Tensor, y1: torch.Tensor,
+                penalty: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``experiments._loss_grad`` on minibatches, for every row: ``bmm`` where it has ``@``, the same
+    element-wise expression, and the bias gradient's sum over examples taken one row at a time."""
+    d = (torch.softmax(torch.bmm(x, w.transpose(1, 2)) + b.unsqueeze(1), dim=2) - y1) / x.shape[1]
+    gw = torch.bmm(d.transpose(1, 2), x) + penalty * 2 * w / (1 + w * w) ** 2
+    gb = torch.stack([d[i].sum(0) for i in range(len(d))]) + penalty * 2 * b / (1 + b * b) ** 2
+    return gw, gb
+
+
+@torch.no_grad()
+def rate_many(specs: Sequence[RateSpec], *, steps: int, data: Split, penalty: float,
+              lr_cutoff: float, every: int = 10,
+              batch_size: int = 64) -> list[dict[str, np.ndarray]]:
+    """``experiments.rate_run`` for every spec (``"VRAdam"`` when ``vradam``, else ``"AdamW"``),
+    trained together; returns what ``rate_run`` returns, per spec, bit for bit."""
+    from iclr_lab.optimizers.vradam.experiments import _loss_grad as loss_grad
+
+    if not specs:
+        return []
+    r = len(specs)
+    x, y = torch.from_numpy(data.x_train), torch.from_numpy(data.y_train)
+    y1 = nn.functional.one_hot(y, data.n_classes).to(x.dtype)
+    ws, bs = [], []
+    for s in specs:
+        torch.manual_seed(s.seed)
+        model = nn.Linear(data.n_features, data.n_classes)
+        ws.append(model.weight.detach())
+        bs.append(model.bias.detach())
+    w = torch.stack(ws)
+    b, b_rows = _padded(torch.stack(bs))
+    m_w, v_w = torch.zeros_like(w), torch.zeros_like(w)
+    _, m_b = _padded(torch.zeros(r, data.n_classes))
+    _, v_b = _padded(torch.zeros(r, data.n_classes))
+    gens = {s.seed: torch.Generator().manual_seed(s.seed) for s in specs}
+    seeds = list(gens)
+    row_of_seed = [seeds.index(s.seed) for s in specs]
+    beta1, beta2 = _BETAS
+    rec_step: list[int] = []
+    rec_g: list[list[float]] = [[] for _ in specs]
+    sq = [[] for _ in specs]  # type: list[list[float]]
+    ratio_log = [[] for _ in specs]  # type: list[list[float]]
+    vr_rows = [i for i, s in enumerate(specs) if s.vradam]
+    for t in range(1, steps + 1):
+        if (t - 1) % every == 0:
+            # the full-batch gradient, model by model (a batched product over all 1437 examples
+            # rounds differently from rate_run's mm)
+            rec_step.append(t - 1)
+            for i in range(r):
+                fw, fb = loss_grad(w[i], b[i], x, y1)
+                rec_g[i].append(float(fw.pow(2).sum() + fb.pow(2).sum()))
+        picks = [torch.randint(len(y), (batch_size,), generator=gens[s]) for s in seeds]
+        idx = torch.stack([picks[k] for k in row_of_seed])
+        gw, gb = _rate_grads(w, b, x[idx], y1[idx], penalty)
+        g_rows = [gb[i] for i in range(r)]
+        m_w.lerp_(gw, 1 - beta1)
+        v_w.mul_(beta2)
+        v_w.addcmul_(gw, gw, value=1 - beta2)
+        torch._foreach_lerp_(m_b, g_rows, 1 - beta1)
+        torch._foreach_mul_(v_b, beta2)
+        torch._foreach_addcmul_(v_b, g_rows, g_rows, 1 - beta2)
+        ratio = [1.0] * r
+        norm = [math.nan] * r
+        for i in vr_rows:
+            norm[i] = _total([torch.dot(m_w[i].view(-1), m_w[i].view(-1)), torch.dot(m_b[i], m_b[i])])
+            ratio[i] = gate(norm[i], specs[i].beta3, lr_cutoff)
+        scale = 1.0 / math.sqrt(t - 1 + 1)  # LambdaLR: base lr * lambda(last_epoch)
+        lrs = [s.alpha0 * scale * q if s.vradam else s.alpha0 * scale
+               for s, q in zip(specs, ratio, strict=True)]
+        n = float(t)
+        step_size = [(lr / (1 - beta1 ** n)) * -1 for lr in lrs]
+        bc2 = (1 - beta2 ** n) ** 0.5
+        denom = torch.sqrt(v_w)
+        denom.div_(bc2)
+        denom.add_(_EPS)
+        w.addcdiv_(_col(step_size, w.ndim) * m_w, denom)
+        denoms = torch._foreach_sqrt(v_b)
+        torch._foreach_div_(denoms, [bc2] * r)
+        torch._foreach_add_(denoms, _EPS)
+        torch._foreach_addcdiv_(b_rows, m_b, denoms, step_size)
+        for i in range(r):
+            sq[i].append(norm[i])
+            ratio_log[i].append(ratio[i])
+    return [{"step": np.asarray(rec_step), "grad_sq": np.asarray(rec_g[i]),
+             "sq_norm": np.asarray(sq[i]), "ratio": np.asarray(ratio_log[i])} for i in range(r)]
