@@ -199,15 +199,18 @@ def main() -> None:
     args = p.parse_args()
     if args.only:
         os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-                          PYTHONHASHSEED="0", ICLR_LAB_PROGRESS="0", MPLBACKEND="Agg")
+                          PYTHONHASHSEED="0", ICLR_LAB_PROGRESS="0", MPLBACKEND="Agg",
+                          ICLR_LAB_STATIC_BUILD="1")
         build_one(args.only, args.budget, args.timeout)
         return
 
     # One thread per chapter: small networks run faster that way, two chapters can run side by side,
     # and float reductions are reproducible. No progress bars in executed pages.
+    # ICLR_LAB_STATIC_BUILD: the pages show each explorer's static rendering, so its live output
+    # is not drawn (iclr_lab.core.widgets.LiveResult).
     os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                       PYTHONHASHSEED="0", ICLR_LAB_PROGRESS="0", MPLBACKEND="Agg",
-                      ICLR_LAB_SCOREBOARD_DIR=str(SCOREBOARD))
+                      ICLR_LAB_SCOREBOARD_DIR=str(SCOREBOARD), ICLR_LAB_STATIC_BUILD="1")
     shutil.rmtree(SCOREBOARD, ignore_errors=True)
     pages = [p for p in toc_files() if executable(p)]
     chapters = [p for p in pages if p not in SUMMARY_PAGES]

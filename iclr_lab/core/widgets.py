@@ -25,6 +25,7 @@ from __future__ import annotations
 import html
 import io
 import math
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -99,14 +100,23 @@ def live_bundle(result: Any) -> dict[str, Any]:
     return {"text/plain": repr(result)}
 
 
+#: Set by the book build (``tools/build_book.py``): its pages show each explorer's static rendering
+#: (the ``text/html`` of :class:`Explorer`), never the live output area, so there the first result
+#: is not drawn again as an SVG (about 1 CPU s a chapter, and up to 1.7 MB of page).
+STATIC_BUILD_ENV = "ICLR_LAB_STATIC_BUILD"
+
+
 class LiveResult:
     """One explorer result as a live frontend shows it (:func:`live_bundle`), drawn only when a
-    frontend asks for it (a test without a kernel never pays for the SVG)."""
+    frontend asks for it (a test without a kernel never pays for the SVG), and not in the book
+    build (:data:`STATIC_BUILD_ENV`)."""
 
     def __init__(self, result: Any) -> None:
         self.result = result
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        if os.environ.get(STATIC_BUILD_ENV) == "1":
+            return {"text/plain": f"{self!r}: drawn live only"}
         return live_bundle(self.result)
 
     def __repr__(self) -> str:

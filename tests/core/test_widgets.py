@@ -110,3 +110,13 @@ def test_a_table_shows_as_itself_and_a_failing_call_leaves_no_stale_result():
         w.children[0].value = 5
     assert w.result is None, "the failed call's explorer holds no result from before"
     assert not any("text/html" in d for d in _shown(moved.outputs)), "no stale table is shown"
+
+
+def test_the_book_build_does_not_draw_the_live_output(monkeypatch):
+    """Its pages show the static rendering; the live output area would only cost time and bytes."""
+    from iclr_lab.core.widgets import STATIC_BUILD_ENV, LiveResult
+
+    monkeypatch.setenv(STATIC_BUILD_ENV, "1")
+    assert set(LiveResult(_line_chart(1.0))._repr_mimebundle_()) == {"text/plain"}
+    monkeypatch.delenv(STATIC_BUILD_ENV)
+    assert "image/svg+xml" in LiveResult(_line_chart(1.0))._repr_mimebundle_()
