@@ -109,7 +109,7 @@ STATIC_BUILD_ENV = "ICLR_LAB_STATIC_BUILD"
 class LiveResult:
     """One explorer result as a live frontend shows it (:func:`live_bundle`), drawn only when a
     frontend asks for it (a test without a kernel never pays for the SVG), and not in the book
-    build (:data:`STATIC_BUILD_ENV`)."""
+    build (``ICLR_LAB_STATIC_BUILD=1``)."""
 
     def __init__(self, result: Any) -> None:
         self.result = result
