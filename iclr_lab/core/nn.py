@@ -18,7 +18,7 @@ from iclr_lab.core.datasets import Split
 from iclr_lab.core.progress import progress
 from iclr_lab.core.validation import check_int
 
-__all__ = ["FlatMLP", "evaluate", "mlp", "train_classifier", "warmup_cosine"]
+__all__ = ["FlatMLP", "batch_indices", "evaluate", "mlp", "train_classifier", "warmup_cosine"]
 
 
 def mlp(sizes: Sequence[int], activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
@@ -40,6 +40,20 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float,
     loss = nn.functional.cross_entropy(logits, y).item()
     acc = (logits.argmax(dim=1) == y).float().mean().item()
     return loss, acc
+
+
+def batch_indices(n: int, steps: int, batch_size: int, seed: int) -> list[torch.Tensor]:
+    """The minibatch indices of ``steps`` steps: epochs of a seeded random permutation of ``n``
+    (a new permutation when the next batch would not fit). :func:`train_classifier` draws these;
+    stacked runs that must match it draw them here too."""
+    gen = torch.Generator().manual_seed(seed)
+    perm, pos, out = torch.randperm(n, generator=gen), 0, []
+    for _ in range(steps):
+        if pos + batch_size > n:
+            perm, pos = torch.randperm(n, generator=gen), 0
+        out.append(perm[pos:pos + batch_size])
+        pos += batch_size
+    return out
 
 
 def train_classifier(
@@ -66,15 +80,10 @@ def train_classifier(
     check_int("eval_every", eval_every, 1)
     xtr, ytr = torch.from_numpy(data.x_train), torch.from_numpy(data.y_train)
     xte, yte = torch.from_numpy(data.x_test), torch.from_numpy(data.y_test)
-    gen = torch.Generator().manual_seed(seed)
-    n = len(ytr)
-    perm, pos = torch.randperm(n, generator=gen), 0
+    batches = batch_indices(len(ytr), steps, batch_size, seed)
     rows = []
     for step in progress(range(1, steps + 1), desc=desc, total=steps):
-        if pos + batch_size > n:
-            perm, pos = torch.randperm(n, generator=gen), 0
-        idx = perm[pos:pos + batch_size]
-        pos += batch_size
+        idx = batches[step - 1]
         optimizer.zero_grad(set_to_none=True)
         loss = nn.functional.cross_entropy(model(xtr[idx]), ytr[idx])
         loss.backward()

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from iclr_lab.core.datasets import Split
+from iclr_lab.core.nn import batch_indices
 from iclr_lab.optimizers import DOIT, doit
 from iclr_lab.optimizers.doit import experiments as ex
 
@@ -223,7 +224,7 @@ def test_an_oracle_surrogate_picks_the_per_cycle_best():
     rates = {"SGD": 0.3, "Adagrad": 0.03, "Adam": 3e-3}
     model = ex._mlp(0)
     probe = ex._probe(data, 0, 64)
-    batches = doit.batch_indices(len(data.y_train), 40, 32, 0)
+    batches = batch_indices(len(data.y_train), 40, 32, 0)
     truth: list[np.ndarray] = []
 
     class Oracle(DOIT):

@@ -28,7 +28,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from iclr_lab.optimizers.doit.method import OPTIMIZERS, SGDM_MOMENTUM, batch_indices, score
+from iclr_lab.core.nn import batch_indices
+from iclr_lab.optimizers.doit.method import OPTIMIZERS, SGDM_MOMENTUM, score
 
 if TYPE_CHECKING:
     from iclr_lab.optimizers.doit.experiments import DigitsSplit, Run

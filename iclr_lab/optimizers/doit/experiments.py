@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from iclr_lab.core.nn import batch_indices
 from iclr_lab.core.report import Claim, Report, timed
 from iclr_lab.core.scales import pick, seed_everything
 from iclr_lab.core.validation import check_choice, check_int, check_range
@@ -32,7 +33,6 @@ from iclr_lab.optimizers.doit.method import (
     ACQUISITIONS,
     DOIT,
     OPTIMIZERS,
-    batch_indices,
     cross_entropy_closure,
     make_optimizer,
     probe_fn,

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from iclr_lab.core.nn import batch_indices
 from iclr_lab.core.validation import check_choice, check_int, check_range
 
 if TYPE_CHECKING:
@@ -38,7 +39,6 @@ __all__ = [
     "OPTIMIZERS",
     "Cycle",
     "acquisition_values",
-    "batch_indices",
     "cross_entropy_closure",
     "exploration_coefficient",
     "feature_weights",
@@ -506,18 +506,6 @@ class DOIT:
 # ---------------------------------------------------------------------------------------------
 # a ready-made training loop on a classification split
 # ---------------------------------------------------------------------------------------------
-
-
-def batch_indices(n: int, steps: int, batch_size: int, seed: int) -> list[torch.Tensor]:
-    """Minibatch indices for ``steps`` steps: epochs of a seeded random permutation of ``n``."""
-    gen = torch.Generator().manual_seed(seed)
-    perm, pos, out = torch.randperm(n, generator=gen), 0, []
-    for _ in range(steps):
-        if pos + batch_size > n:
-            perm, pos = torch.randperm(n, generator=gen), 0
-        out.append(perm[pos:pos + batch_size])
-        pos += batch_size
-    return out
 
 
 def cross_entropy_closure(model: torch.nn.Module, x: torch.Tensor,

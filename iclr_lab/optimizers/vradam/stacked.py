@@ -36,6 +36,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from iclr_lab.core.nn import batch_indices
 from iclr_lab.optimizers.vradam.optimizer import _total, gate
 
 if TYPE_CHECKING:
@@ -60,19 +61,6 @@ class Spec:
 
 def _col(values: Sequence[float], ndim: int) -> torch.Tensor:
     return torch.tensor(list(values), dtype=torch.float32).view(-1, *([1] * (ndim - 1)))
-
-
-def _batches(n: int, steps: int, batch_size: int, seed: int) -> list[torch.Tensor]:
-    """``train_classifier``'s minibatch indices, step by step."""
-    gen = torch.Generator().manual_seed(seed)
-    perm, pos = torch.randperm(n, generator=gen), 0
-    out = []
-    for _ in range(steps):
-        if pos + batch_size > n:
-            perm, pos = torch.randperm(n, generator=gen), 0
-        out.append(perm[pos:pos + batch_size])
-        pos += batch_size
-    return out
 
 
 def _padded(rows: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -120,7 +108,7 @@ def train_many(specs: Sequence[Spec], *, steps: int, data: Split, eval_every: in
     xte, yte = torch.from_numpy(data.x_test), torch.from_numpy(data.y_test)
     x_test = xte.expand(b, *xte.shape)
     seeds = sorted({s.seed for s in specs})
-    batches = {s: _batches(len(ytr), steps, batch_size, s) for s in seeds}
+    batches = {s: batch_indices(len(ytr), steps, batch_size, s) for s in seeds}
     vr_rows = [i for i, s in enumerate(specs) if s.vradam]
     beta1, beta2 = _BETAS
     wd = weight_decay
