@@ -5,12 +5,18 @@
     iclr-lab list
     iclr-lab reproduce SLUG [--scale book] [--seed 0] [--out DIR] [--json]
     iclr-lab reproduce --all [--scale book] [--seed 0] [--out DIR]
+    iclr-lab stability SLUG [--blocks 8] [--out DIR]
     iclr-lab launch SLUG [--nproc N] [--backend gloo|nccl] [--scale book] [--seed 0] [--out DIR]
 
 ``reproduce`` prints the claims scorecard (or one JSON object with ``--json``), writes tables (CSV),
 charts (HTML, PNG) and claims (JSON) to ``--out`` when given, and exits with status 1 when a claim that
 is expected to hold fails. ``--all`` runs every implemented chapter and writes ``scoreboard.csv`` and
-``scoreboard.md`` to ``--out`` (default ``iclr_lab_scoreboard``).
+``scoreboard.md`` to ``--out`` (default ``iclr_lab_scoreboard``). At ``--scale smoke`` nothing is
+judged: the values are listed, and the verdict line says "smoke scale: claims not judged".
+
+``stability`` reruns a chapter at ``--blocks`` disjoint base seeds (``0, n, 2n, ...`` for a chapter
+that runs ``n`` seeds) and writes the chapter's stability table (:mod:`iclr_lab.core.stability`):
+into the package, where the book and ``reproduce`` read it, unless ``--out`` says elsewhere.
 
 ``launch`` runs a distributed chapter's training function on real ``torch.distributed`` processes
 (DESIGN.md section 5). A chapter is launchable when its module defines
@@ -76,6 +82,14 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
     r.add_argument("--out", type=Path, help="write tables, charts and claims here")
     r.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    st = sub.add_parser(
+        "stability", help="rerun a chapter at disjoint seed blocks and write its stability table",
+        description="Rerun a chapter's reproduce() at BLOCKS disjoint base seeds (0, n, 2n, ... "
+                    "for a chapter that runs n seeds) and write, for every claim and block, the "
+                    "value and verdict of the method and of its control.")
+    st.add_argument("slug", help="chapter slug (see: iclr-lab list)")
+    st.add_argument("--blocks", type=int, default=8, help="seed blocks (default 8)")
+    st.add_argument("--out", type=Path, help="write the table here instead of into the package")
     la = sub.add_parser(
         "launch", help="run a distributed chapter on real torch.distributed processes",
         description="Run a distributed chapter's training function on torch.distributed processes: "
@@ -106,15 +120,30 @@ def _list() -> int:
 def _print_report(report: Report) -> None:
     print(f"{report.slug}  scale={report.scale}  seed={report.seed}  {report.seconds:.1f} s")
     print(f"  {report.tally()}")
+    for t in report.tuning:
+        print(f"  tuned {t.text}")
     for c in report.ordered_claims():
         source = "PILOT" if c.source == "pilot" else c.source
-        print(f"  [{c.status:^19}] {c.kind:<10} {c.name}: measured {c.value_text} "
-              f"(needs {c.bound}; threshold from {source})")
-        for line in textwrap.wrap(c.statement, 86):
-            print(f"{'':34}{line}")
+        verdict = report.verdict_of(c) if c.kind == "paper" else c.status
+        print(f"  [{verdict:^19}] {c.kind:<10} {c.name}: measured {c.value_text} "
+              f"(needs {c.bound}; threshold from {source}; {c.status})")
+        extra = [c.statement]
+        if c.control:
+            extra.append(f"control: {c.control}: {c.control_text} "
+                         f"({'passes' if c.control_passed else 'fails'})")
+        elif c.no_control:
+            extra.append(f"no control: {c.no_control}")
+        if c.stability:
+            extra.append(f"seed blocks: holds {c.stability.text}")
+        if c.regime:
+            extra.append(f"regime: {c.regime}")
         if c.paper:
-            for line in textwrap.wrap(f"paper: {c.paper}", 86):
+            extra.append(f"paper: {c.paper}")
+        for text in extra:
+            for line in textwrap.wrap(text, 86):
                 print(f"{'':34}{line}")
+    if report.stale:
+        print(f"  STALE stability table for {report.stale}: run `iclr-lab stability {report.slug}`")
 
 
 def _one(slug: str, args: argparse.Namespace) -> int:
@@ -154,9 +183,33 @@ def _all(args: argparse.Namespace) -> int:
                           "reports": [r.to_dict() for r in reports]}))
     else:
         print(headlines(reports).to_string(index=False))
-        print(f"scoreboard: {out / 'scoreboard.csv'}  ({elapsed():.0f} s, "
-              f"{'all expected claims hold' if ok else 'SOME EXPECTED CLAIMS FAILED'})")
+        if args.scale == "smoke":
+            verdict = "smoke scale: claims not judged; the pipeline ran"
+        else:
+            verdict = "all expected claims hold" if ok else "SOME EXPECTED CLAIMS FAILED"
+        print(f"scoreboard: {out / 'scoreboard.csv'}  ({elapsed():.0f} s, {verdict})")
     return 0 if ok else 1
+
+
+def _stability(args: argparse.Namespace) -> int:
+    from iclr_lab.core import stability
+    from iclr_lab.core.validation import check_int
+
+    chapter(args.slug)
+    blocks = check_int("blocks", args.blocks, 2)
+
+    def show(b: int, report: Report) -> None:
+        print(f"  block {b}: base seed {report.seed}, {report.seconds:.0f} s", file=sys.stderr)
+
+    table = stability.measure(args.slug, blocks, on_block=show)
+    path = stability.write(table, args.out)
+    for name, entries in table["claims"].items():
+        holds = sum(bool(e["passed"]) for e in entries)
+        ctrl = [e["control_passed"] for e in entries if e["control_passed"] is not None]
+        tail = f"; control fails {sum(not p for p in ctrl)}/{blocks}" if ctrl else ""
+        print(f"  {name}: holds {holds}/{blocks}{tail}")
+    print(f"wrote {path}")
+    return 0
 
 
 def _has_tabulate() -> bool:
@@ -253,6 +306,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _list()
         if args.command == "launch":
             return _launch(args)
+        if args.command == "stability":
+            return _stability(args)
         return _all(args) if args.all else _one(args.slug, args)
     except ValueError as err:  # bad slug, scale or seed: one line, no traceback
         print(f"iclr-lab: error: {err}", file=sys.stderr)

@@ -31,7 +31,10 @@ if TYPE_CHECKING:
     import altair as alt
     import pandas as pd
 
-__all__ = ["KINDS", "SOURCES", "Claim", "ClaimFailure", "Kind", "Report", "Source", "timed"]
+    from iclr_lab.core.tuning import Tuned
+
+__all__ = ["KINDS", "SOURCES", "VERDICTS", "Claim", "ClaimFailure", "Kind", "Report", "Source",
+           "Stability", "timed"]
 
 Op = Literal["<=", ">=", "<", ">", "in"]
 _OPS: tuple[Op, ...] = ("<=", ">=", "<", ">", "in")
@@ -55,6 +58,21 @@ SOURCE_MEANING: dict[str, str] = {
     "prior": "fixed before any run of this experiment",
     "pilot": "set after a pilot run of this same experiment",
 }
+
+
+#: The three verdicts of a paper claim under the claims protocol (:attr:`Claim.verdict`).
+VERDICTS: tuple[str, ...] = ("reproduced", "not discriminating", "not reproduced")
+VERDICT_MEANING: dict[str, str] = {
+    "reproduced": "the method passes, its control fails, and both hold across the seed blocks",
+    "not discriminating": "the method passes, but so does its control: the test cannot tell them apart",
+    "not reproduced": "the method fails the test",
+}
+
+
+def _misses() -> int:
+    from iclr_lab.core.stability import MISSES_ALLOWED
+
+    return MISSES_ALLOWED
 
 
 class ClaimFailure(AssertionError):
@@ -95,6 +113,14 @@ class Claim:
     kind: Kind = field(default="paper", kw_only=True)
     source: Source = field(default="prior", kw_only=True)
     per_seed: tuple[float, ...] = field(default=(), kw_only=True)
+    interval: tuple[float, float] | None = field(default=None, kw_only=True)
+    control: str = field(default="", kw_only=True)
+    control_per_seed: tuple[float, ...] = field(default=(), kw_only=True)
+    control_measured: float = field(default=math.nan, kw_only=True)
+    control_interval: tuple[float, float] | None = field(default=None, kw_only=True)
+    no_control: str = field(default="", kw_only=True)
+    regime: str = field(default="", kw_only=True)
+    stability: Stability | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         check_choice("op", self.op, _OPS)
@@ -113,35 +139,140 @@ class Claim:
             if not same:
                 raise ValueError(f"claim {self.name!r}: measured ({self.measured:.6g}) must be the "
                                  f"median of per_seed ({med:.6g}); use Claim.over_seeds")
+        controls = tuple(float(v) for v in self.control_per_seed)
+        object.__setattr__(self, "control_per_seed", controls)
+        if controls:
+            object.__setattr__(self, "control_measured", _median(controls))
+        object.__setattr__(self, "control_measured", float(self.control_measured))
+        if self.control and self.no_control:
+            raise ValueError(f"claim {self.name!r}: give a control or a reason for having none "
+                             "(no_control), not both")
+        if self.control and math.isnan(self.control_measured) and not controls:
+            raise ValueError(f"claim {self.name!r}: the control {self.control!r} needs its value "
+                             "(control_per_seed, or control_measured for a single run)")
+        for label in ("interval", "control_interval"):
+            pair = getattr(self, label)
+            if pair is not None:
+                object.__setattr__(self, label, (float(pair[0]), float(pair[1])))
 
     @classmethod
     def over_seeds(cls, name: str, statement: str, values: Sequence[float],
                    threshold: float | tuple[float, float], op: Op = "<=", paper: str = "",
                    expected: bool = True, *, kind: Kind = "paper",
-                   source: Source = "prior") -> Claim:
+                   source: Source = "prior", control: str = "",
+                   control_values: Sequence[float] = (), no_control: str = "",
+                   regime: str = "") -> Claim:
         """A claim whose value is the median of ``values``, one per seed (min and max kept).
 
         The verdict is judged on the median, so one lucky or unlucky seed does not decide it;
-        the scorecard shows the min-max range next to it.
+        the scorecard shows the min-max range next to it. ``control_values`` are the control's
+        values on the same seeds, measured by the same function.
         """
         values = [float(v) for v in values]
         if not values:
             raise ValueError(f"claim {name!r}: values must hold one number per seed, got none")
+        controls = tuple(float(v) for v in control_values)
+        if controls and len(controls) != len(values):
+            raise ValueError(f"claim {name!r}: control_values must hold one number per seed "
+                             f"({len(values)}), got {len(controls)}")
         return cls(name, statement, _median(values), threshold, op, paper, expected, kind=kind,
-                   source=source, per_seed=tuple(values))
+                   source=source, per_seed=tuple(values), control=control,
+                   control_per_seed=controls, no_control=no_control, regime=regime)
+
+    @classmethod
+    def paired(cls, name: str, statement: str, method: Sequence[float], baseline: Sequence[float],
+               threshold: float, op: Literal["<", "<=", ">", ">="] = "<", paper: str = "",
+               expected: bool = True, *, kind: Kind = "paper", source: Source = "prior",
+               control: str = "", control_values: Sequence[float] = (), no_control: str = "",
+               regime: str = "", level: float = 0.95) -> Claim:
+        """A comparison judged on the paired per-seed differences ``method - baseline``.
+
+        ``measured`` is their median; the claim passes only when the median **and** the whole
+        t interval of the mean difference (:func:`iclr_lab.core.stats.paired`, at ``level``) lie
+        on the side of ``threshold`` that ``op`` asks for: "beats" means the interval clears the
+        margin, not only the median. The control, when given, is measured the same way against
+        the same baseline (``control_values - baseline``).
+        """
+        from iclr_lab.core.stats import paired
+
+        diff = paired(method, baseline, level=level)
+        ctrl = paired(control_values, baseline, level=level) if len(control_values) else None
+        return cls(name, statement, diff.median, threshold, op, paper, expected, kind=kind,
+                   source=source, per_seed=diff.differences, interval=(diff.lo, diff.hi),
+                   control=control, control_per_seed=ctrl.differences if ctrl else (),
+                   control_interval=(ctrl.lo, ctrl.hi) if ctrl else None, no_control=no_control,
+                   regime=regime)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Claim:
         """The claim that :meth:`to_dict` wrote (derived fields such as ``passed`` are recomputed)."""
         thr = d["threshold"]
+        stab = d.get("stability")
+
+        def pair(key: str) -> tuple[float, float] | None:
+            v = d.get(key)
+            return (float(v[0]), float(v[1])) if v is not None else None
+
         return cls(d["name"], d["statement"], d["measured"], tuple(thr) if isinstance(thr, list) else thr,
                    d["op"], d.get("paper", ""), d.get("expected", True), kind=d.get("kind", "paper"),
-                   source=d.get("source", "prior"), per_seed=tuple(d.get("per_seed", ())))
+                   source=d.get("source", "prior"), per_seed=tuple(d.get("per_seed", ())),
+                   interval=pair("interval"), control=d.get("control", ""),
+                   control_per_seed=tuple(d.get("control_per_seed", ())),
+                   control_measured=_number(d.get("control_measured")),
+                   control_interval=pair("control_interval"), no_control=d.get("no_control", ""),
+                   regime=d.get("regime", ""),
+                   stability=Stability(**stab) if stab else None)
 
     @property
     def passed(self) -> bool:
-        """Whether ``measured op threshold`` holds (NaN never passes)."""
-        return _holds(self.measured, self.op, self.threshold)
+        """Whether ``measured op threshold`` holds (NaN never passes), and, for a paired
+        comparison, whether its whole interval lies on the same side."""
+        return _holds(self.measured, self.op, self.threshold) and _clears(
+            self.interval, self.op, self.threshold)
+
+    @property
+    def control_passed(self) -> bool | None:
+        """Whether the control passes the same test (``None`` for a claim without a control)."""
+        if not self.control:
+            return None
+        return _holds(self.control_measured, self.op, self.threshold) and _clears(
+            self.control_interval, self.op, self.threshold)
+
+    @property
+    def verdict(self) -> str:
+        """The three-way verdict of a ``paper`` claim (:data:`VERDICTS`); other kinds: ``holds``
+        or ``fails``.
+
+        * ``reproduced``: the method passes, its control fails, and (from the shipped stability
+          table) the method holds and the control fails at ``blocks - 1`` or more seed blocks;
+        * ``not discriminating``: the method passes and so does its control (at these seeds, or
+          at more than one seed block);
+        * ``not reproduced``: the method fails (at these seeds, or at more than one seed block).
+
+        A paper claim that has neither a control nor a reason for having none (``no_control``),
+        or no stability table yet, is ``not judged (no control)`` / ``not judged (no stability
+        table)``: the protocol has not been applied to it.
+        """
+        if self.kind != "paper":
+            return "holds" if self.passed else "fails"
+        if not self.passed:
+            return "not reproduced"
+        if self.control_passed:
+            return "not discriminating"
+        if not self.control and not self.no_control:
+            return "not judged (no control)"
+        if self.stability is None:
+            return "not judged (no stability table)"
+        if not self.stability.method_stable:
+            return "not reproduced"
+        if self.control and not self.stability.control_stable:
+            return "not discriminating"
+        return "reproduced"
+
+    @property
+    def judged(self) -> bool:
+        """Whether :attr:`verdict` is one of the three verdicts of the protocol."""
+        return not self.verdict.startswith("not judged")
 
     @property
     def spread(self) -> tuple[float, float] | None:
@@ -182,13 +313,18 @@ class Claim:
     @property
     def value_text(self) -> str:
         """``measured`` with its min-max over seeds, e.g. ``0.74 [0.71-0.89]``; ``-0.83 [-1.67 to 2.22]``
-        when a bound is negative (a dash between signed numbers reads as a minus)."""
-        text = f"{self.measured:.3g}"
-        if self.spread is not None:
-            lo, hi = self.spread
-            sep = " to " if min(lo, hi) < 0 else "\u2013"
-            text += f" [{lo:.3g}{sep}{hi:.3g}]"
-        return text
+        when a bound is negative (a dash between signed numbers reads as a minus). A paired
+        comparison shows its interval instead: ``-0.02 (CI -0.03 to -0.01)``."""
+        return _value_text(self.measured, self.spread, self.interval)
+
+    @property
+    def control_text(self) -> str:
+        """The control's value as :attr:`value_text` writes the method's (empty without one)."""
+        if not self.control:
+            return ""
+        vals = [v for v in self.control_per_seed if not math.isnan(v)]
+        spread = (min(vals), max(vals)) if len(self.control_per_seed) > 1 and vals else None
+        return _value_text(self.control_measured, spread, self.control_interval)
 
     def to_dict(self) -> dict[str, Any]:
         thr = list(self.threshold) if isinstance(self.threshold, tuple) else self.threshold
@@ -205,7 +341,89 @@ class Claim:
             "passed": self.passed,
             "status": self.status,
             "paper": self.paper,
+            "interval": list(self.interval) if self.interval else None,
+            "control": self.control,
+            "control_measured": None if math.isnan(self.control_measured) else self.control_measured,
+            "control_per_seed": list(self.control_per_seed),
+            "control_interval": list(self.control_interval) if self.control_interval else None,
+            "control_passed": self.control_passed,
+            "no_control": self.no_control,
+            "regime": self.regime,
+            "stability": self.stability.to_dict() if self.stability else None,
+            "verdict": self.verdict,
         }
+
+
+@dataclass(frozen=True)
+class Stability:
+    """How a claim fared at the seed blocks of its chapter's shipped stability table.
+
+    ``iclr-lab stability SLUG --blocks 8`` reruns the chapter at disjoint base seeds (the blocks).
+    ``holds`` counts the blocks where the method passed, ``control_fails`` those where the control
+    failed (``None`` for a claim without a control). A paper claim needs both at ``blocks - 1`` or
+    more (:data:`iclr_lab.core.stability.MISSES_ALLOWED`) to count as reproduced.
+    """
+
+    blocks: int
+    holds: int
+    control_fails: int | None = None
+
+    @property
+    def needed(self) -> int:
+        from iclr_lab.core.stability import MISSES_ALLOWED
+
+        return self.blocks - MISSES_ALLOWED
+
+    @property
+    def method_stable(self) -> bool:
+        return self.holds >= self.needed
+
+    @property
+    def control_stable(self) -> bool:
+        return self.control_fails is None or self.control_fails >= self.needed
+
+    @property
+    def text(self) -> str:
+        """``7/8`` (the method holds), plus ``control fails 8/8`` when there is a control."""
+        out = f"{self.holds}/{self.blocks}"
+        if self.control_fails is not None:
+            out += f"; control fails {self.control_fails}/{self.blocks}"
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"blocks": self.blocks, "holds": self.holds, "control_fails": self.control_fails}
+
+
+def _number(v: Any) -> float:
+    return math.nan if v is None else float(v)
+
+
+def _value_text(measured: float, spread: tuple[float, float] | None,
+                interval: tuple[float, float] | None) -> str:
+    text = f"{measured:.3g}"
+    if interval is not None:
+        lo, hi = interval
+        return text + f" (CI {lo:.2g} to {hi:.2g})"
+    if spread is not None:
+        lo, hi = spread
+        sep = " to " if min(lo, hi) < 0 else "\u2013"
+        text += f" [{lo:.3g}{sep}{hi:.3g}]"
+    return text
+
+
+def _clears(interval: tuple[float, float] | None, op: str,
+            threshold: float | tuple[float, float]) -> bool:
+    """Whether a paired comparison's interval lies wholly on the passing side (no interval: True)."""
+    if interval is None:
+        return True
+    lo, hi = interval
+    if math.isnan(lo) or math.isnan(hi):
+        return False
+    if op in ("<", "<="):
+        return _holds(hi, op, threshold)
+    if op in (">", ">="):
+        return _holds(lo, op, threshold)
+    return _holds(lo, op, threshold) and _holds(hi, op, threshold)
 
 
 def _median(values: Sequence[float]) -> float:
@@ -250,6 +468,8 @@ class Report:
     claims: list[Claim]
     seconds: float = 0.0
     chart_builder: ChartBuilder | None = field(default=None, repr=False)
+    tuning: list[Tuned] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.scale == "smoke":
@@ -259,6 +479,22 @@ class Report:
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"claim names must be unique; repeated: {sorted(dup)}")
+        if self.scale == "book" and self.claims and not self.stale:
+            from iclr_lab.core.stability import attach
+
+            attach(self)
+
+    @property
+    def judged(self) -> bool:
+        """Whether this run judges claims at all: a ``smoke`` run only checks the pipeline."""
+        return self.scale != "smoke"
+
+    @property
+    def protocol(self) -> bool:
+        """Whether every paper claim went through the claims protocol: a control (or the reason
+        for having none) and the chapter's shipped stability table."""
+        paper = [c for c in self.claims if c.kind == "paper"]
+        return bool(paper) and all(c.judged for c in paper)
 
     def claim(self, name: str) -> Claim:
         """The claim called ``name``."""
@@ -283,24 +519,38 @@ class Report:
     def check(self) -> Report:
         """Raise :class:`ClaimFailure` listing every expected claim that failed; return ``self``.
 
-        Chapters call this in a hidden cell, so a failed claim fails the book build.
+        It also fails when the chapter's shipped stability table disagrees with this run at its
+        block 0 (:attr:`stale`): the table was made by other code. Chapters call this in a hidden
+        cell, so a failed claim, or a stale table, fails the book build.
         """
-        if self.failures:
-            lines = [f"{c.name}: measured {c.measured:.4g}, needed {c.bound}" for c in self.failures]
+        lines = [f"{c.name}: measured {c.measured:.4g}, needed {c.bound}" for c in self.failures]
+        if self.stale:
+            lines.append(f"the shipped stability table's block 0 differs from this run for "
+                         f"{self.stale}: remake it with `iclr-lab stability {self.slug}`")
+        if lines:
             raise ClaimFailure(f"{self.slug} ({self.scale}, seed {self.seed}): " + "; ".join(lines))
         return self
 
+    def verdict_of(self, claim: Claim) -> str:
+        """``claim``'s verdict in this report: ``not judged (smoke scale)`` at smoke scale."""
+        return claim.verdict if self.judged else "not judged (smoke scale)"
+
     def scorecard(self) -> pd.DataFrame:
-        """One row per claim, paper claims first: kind, status, value, bound and its source."""
+        """One row per claim, paper claims first: kind, verdict, status, value, the control's
+        value, bound and its source, stability over seed blocks."""
         import pandas as pd
 
-        cols = ["claim", "kind", "status", "measured", "min", "max", "bound", "source", "expected",
-                "statement", "paper"]
+        cols = ["claim", "kind", "verdict", "status", "measured", "min", "max", "control",
+                "control_measured", "bound", "source", "blocks", "regime", "expected", "statement",
+                "paper"]
         rows = []
         for c in self.ordered_claims():
             lo, hi = c.spread or (math.nan, math.nan)
-            rows.append({"claim": c.name, "kind": c.kind, "status": c.status, "measured": c.measured,
-                         "min": lo, "max": hi, "bound": c.bound, "source": c.source,
+            rows.append({"claim": c.name, "kind": c.kind, "verdict": self.verdict_of(c),
+                         "status": c.status, "measured": c.measured, "min": lo, "max": hi,
+                         "control": c.control, "control_measured": c.control_measured,
+                         "bound": c.bound, "source": c.source,
+                         "blocks": c.stability.text if c.stability else "", "regime": c.regime,
                          "expected": c.expected, "statement": c.statement, "paper": c.paper})
         return pd.DataFrame(rows, columns=cols)
 
@@ -309,14 +559,27 @@ class Report:
         return sorted(self.claims, key=lambda c: KINDS.index(c.kind))
 
     def headline(self) -> str:
-        """The verdict line: ``"2 of 4 paper claims reproduce"``; only ``paper`` claims count."""
+        """The verdict line; only ``paper`` claims count, and only *reproduced* ones as reproduced:
+        ``"3 of 5 paper claims reproduced (discriminating, stable at >= 7/8 seed blocks); 1 not
+        discriminating; 1 not reproduced"``. At smoke scale: ``"smoke scale: claims not judged"``.
+        A chapter whose paper claims have not been through the protocol says so and is not counted.
+        """
         paper = [c for c in self.claims if c.kind == "paper"]
+        if not self.judged:
+            return "smoke scale: claims not judged"
         if not paper:
             return "no claim of the paper is checked at this scale"
-        n = sum(c.passed for c in paper)
         noun = "claim" if len(paper) == 1 else "claims"
-        verb = "reproduces" if n == 1 and len(paper) == 1 else "reproduce"
-        return f"{n} of {len(paper)} paper {noun} {verb}"
+        if not self.protocol:
+            n = sum(c.passed for c in paper)
+            return (f"claims protocol not applied yet: {n} of {len(paper)} paper {noun} pass at "
+                    "these seeds (no control or no stability table; not counted)")
+        counts = {v: sum(c.verdict == v for c in paper) for v in VERDICTS}
+        blocks = max((c.stability.blocks for c in paper if c.stability), default=8)
+        head = (f"{counts['reproduced']} of {len(paper)} paper {noun} reproduced (discriminating, "
+                f"stable at \u2265 {blocks - _misses()}/{blocks} seed blocks)")
+        rest = [f"{counts[v]} {v}" for v in VERDICTS[1:] if counts[v]]
+        return "; ".join([head, *rest])
 
     def tally(self) -> str:
         """The headline, then the other kinds: ``"2 of 4 paper claims reproduce; theorem checks:
@@ -340,8 +603,12 @@ class Report:
             "seed": self.seed,
             "seconds": round(self.seconds, 3),
             "ok": self.ok,
+            "judged": self.judged,
+            "protocol": self.protocol,
             "headline": self.headline(),
             "claims": [c.to_dict() for c in self.claims],
+            "tuning": [t.to_dict() for t in self.tuning],
+            "stale": list(self.stale),
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -366,55 +633,88 @@ class Report:
         return written
 
     def _repr_html_(self) -> str:
-        """The scorecard as one compact HTML table (notebooks, the book).
+        """The scorecard as one compact HTML table (notebooks, the book) that fits a page's width.
 
-        A verdict line, then one row per claim: kind, status badge, measured median [min-max over
-        seeds], the bound and where it came from. The statement and the paper's number open from
-        the claim's name (a ``<details>`` element), so a dozen claims fit one screen.
+        A verdict line, then one row per claim: kind, verdict badge, measured median [min-max over
+        seeds], the control's value (its name under it), the bound and where it came from, and in
+        how many seed blocks the claim held. The statement, the paper's number, the regime and the
+        per-seed values open from the claim's name (a ``<details>`` element), so a dozen claims fit
+        one screen. Long names and numbers wrap instead of widening the table.
         """
         esc = html.escape
-        td = "<td style='padding:2px 6px;vertical-align:top;{}'>{}</td>"
+        td = "<td style='padding:2px 5px;vertical-align:top;{}'>{}</td>"
+        small = "<br><span style='font-size:0.8em;opacity:0.8'>{}</span>"
         rows = []
         for c in self.ordered_claims():
-            bg, fg = _BADGES[c.status]
-            badge = (f'<span style="background:{bg};color:{fg};padding:0 7px;border-radius:9px;'
-                     f'font-size:0.85em;white-space:nowrap">{esc(c.status)}</span>')
+            word = "FAIL" if c.status == "FAIL" else self.verdict_of(c)
+            bg, fg = _BADGES.get(word, _BADGES["not judged"])
+            badge = (f'<span style="background:{bg};color:{fg};padding:0 6px;border-radius:9px;'
+                     f'font-size:0.82em">{esc(word)}</span>')
             detail = [esc(c.statement)]
             if c.paper:
                 detail.append(f"<i>Paper:</i> {esc(c.paper)}")
+            if c.regime:
+                detail.append(f"<i>Regime:</i> {esc(c.regime)}")
+            if c.control:
+                detail.append(f"<i>Control:</i> {esc(c.control)}, measured by the same test: "
+                              f"{esc(c.control_text)} ({'passes' if c.control_passed else 'fails'})")
+            elif c.no_control:
+                detail.append(f"<i>No control:</i> {esc(c.no_control)}")
             if c.seeds_passing is not None:
                 detail.append(f"<i>Seeds passing on their own:</i> {c.seeds_passing} of "
                               f"{len(c.per_seed)} (values {', '.join(f'{v:.3g}' for v in c.per_seed)})")
-            detail.append(f"<i>Threshold:</i> {esc(SOURCE_MEANING[c.source])}.")
-            name = (f"<details><summary><code>{esc(c.name)}</code></summary>"
-                    f"<div style='font-size:0.9em;max-width:46em'>{'<br>'.join(detail)}</div></details>")
+            detail.append(f"<i>Threshold:</i> {esc(SOURCE_MEANING[c.source])}. <i>Status:</i> "
+                          f"{esc(c.status)}{'' if c.expected else ' (not expected to hold)'}.")
+            name = (f"<details><summary><code style='overflow-wrap:anywhere'>{esc(c.name)}</code>"
+                    f"</summary><div style='font-size:0.9em;max-width:46em'>{'<br>'.join(detail)}"
+                    "</div></details>")
             source = esc(c.source) if c.source != "pilot" else "<b>pilot</b>"
+            control = (esc(c.control_text) + small.format(esc(c.control))) if c.control else (
+                "<span style='font-size:0.8em'>none (see details)</span>" if c.no_control else "")
+            blocks = esc(f"{c.stability.holds}/{c.stability.blocks}") if c.stability else ""
+            if c.stability and c.stability.control_fails is not None:
+                blocks += small.format(f"control fails {c.stability.control_fails}")
             rows.append("<tr>" + "".join(td.format(style, content) for style, content in (
-                ("font-size:0.85em", esc(c.kind)),
+                ("font-size:0.82em", esc(c.kind)),
                 ("", badge),
                 ("", name),
-                ("text-align:right;white-space:nowrap", f"<b>{esc(c.value_text)}</b>"),
-                ("white-space:nowrap", esc(c.bound)),
-                ("font-size:0.85em", source),
+                ("text-align:right", f"<b>{esc(c.value_text)}</b>"),
+                ("text-align:right", control),
+                ("", esc(c.bound) + small.format(source)),
+                ("text-align:right", blocks),
             )) + "</tr>")
-        head = "".join(f"<th style='text-align:left;padding:2px 6px'>{h}</th>" for h in (
-            "kind", "status", "claim (click for details)", "measured", "needed", "source"))
+        head = "".join(f"<th style='text-align:left;padding:2px 5px'>{h}</th>" for h in (
+            "kind", "verdict", "claim (click)", "measured", "control", "needed", "seed blocks"))
         caption = (f"<caption style='caption-side:top;text-align:left'><b>{esc(self.headline())}</b>"
                    f"<br><span style='font-size:0.85em'>{esc(self.slug)} &middot; scale "
                    f"<code>{esc(self.scale)}</code> &middot; base seed {self.seed} &middot; "
-                   f"{esc(self.tally().partition('; ')[2] or 'no other checks')}</span></caption>")
-        # the wrapper scrolls sideways instead of letting a wide table spill out of its box
+                   f"{esc(self.tally().partition('; ')[2] or 'no other checks')}</span>"
+                   f"{self._tuning_html()}</caption>")
+        # the wrapper scrolls sideways rather than spill out of its box, should a table still be
+        # wider than the page; the cells wrap so that it is not
         return (f"<div class='iclr-lab-scorecard-wrap' style='overflow-x:auto;max-width:100%'>"
-                f"<table class='iclr-lab-scorecard' style='font-size:0.88em'>{caption}"
-                f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
+                f"<table class='iclr-lab-scorecard' style='font-size:0.86em;max-width:100%'>"
+                f"{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
+
+    def _tuning_html(self) -> str:
+        flagged = [t for t in self.tuning if t.flags]
+        if not self.tuning:
+            return ""
+        text = (f"tuning: {len(self.tuning)} methods on equal log grids"
+                + (f"; <b>flagged</b>: {'; '.join(html.escape(t.text) for t in flagged)}"
+                   if flagged else ", no choice at a grid edge or next to a divergence"))
+        return f"<br><span style='font-size:0.85em'>{text}</span>"
 
 
-#: status -> (background, text) colours of the badges; readable in light and dark themes.
+#: verdict or status -> (background, text) colours of the badges; readable in light and dark themes.
 _BADGES = {
-    "pass": ("#1a7f37", "#ffffff"),
+    "reproduced": ("#1a7f37", "#ffffff"),
+    "holds": ("#1a7f37", "#ffffff"),
+    "not discriminating": ("#9a6700", "#ffffff"),
+    "not reproduced": ("#6e7781", "#ffffff"),
+    "fails": ("#6e7781", "#ffffff"),
     "FAIL": ("#cf222e", "#ffffff"),
-    "did not reproduce": ("#6e7781", "#ffffff"),
-    "pass (not expected)": ("#0969da", "#ffffff"),
+    "not judged": ("#d0d7de", "#1f2328"),
 }
 
 

@@ -26,7 +26,8 @@ __all__ = ["ENV", "VERDICTS", "collect", "headlines", "record", "table", "times_
 #: The environment variable that names the folder where executed chapters leave their reports.
 ENV = "ICLR_LAB_SCOREBOARD_DIR"
 
-#: The scoreboard's words for each status of :class:`~iclr_lab.core.report.Claim`.
+#: The scoreboard's words for each status of :class:`~iclr_lab.core.report.Claim` (the build's
+#: gate: whether a claim expected to hold did).
 VERDICTS = {
     "pass": "pass",
     "FAIL": "FAIL",
@@ -60,47 +61,50 @@ def collect(directory: str | Path) -> tuple[list[dict[str, Any]], dict[str, dict
     return reports, times
 
 
-def _claims(report: Report | Mapping[str, Any]) -> tuple[str, list[Claim]]:
+def _report(report: Report | Mapping[str, Any]) -> Report:
     if isinstance(report, Report):
-        return report.slug, report.ordered_claims()
+        return report
     claims = [Claim.from_dict(c) for c in report["claims"]]
-    return str(report["slug"]), sorted(claims, key=lambda c: ("paper", "theorem", "derivation",
-                                                              "sanity").index(c.kind))
+    return Report(str(report["slug"]), str(report["scale"]), int(report["seed"]), {}, claims)
 
 
 def table(reports: Iterable[Report | Mapping[str, Any]]) -> pd.DataFrame:
     """One row per claim of every report: paper, claim, kind, the paper's number, the measured value
-    (median [min-max] over seeds), what was needed (and where that bound came from), the verdict."""
+    (median [min-max] over seeds), the control's value, what was needed (and where that bound came
+    from), the seed blocks where it held, the three-way verdict and the build's status."""
     import pandas as pd
 
     from iclr_lab.core.registry import chapter
 
     rows = []
     for report in reports:
-        slug, claims = _claims(report)
-        short = chapter(slug).short
-        for c in claims:
-            rows.append({"paper": short, "slug": slug, "claim": c.name, "kind": c.kind,
+        rep = _report(report)
+        short = chapter(rep.slug).short
+        for c in rep.ordered_claims():
+            rows.append({"paper": short, "slug": rep.slug, "claim": c.name, "kind": c.kind,
                          "paper's number": c.paper, "measured": c.value_text,
-                         "needed": f"{c.bound} ({c.source})", "verdict": VERDICTS[c.status]})
-    columns = ["paper", "slug", "claim", "kind", "paper's number", "measured", "needed", "verdict"]
+                         "control": f"{c.control_text} ({c.control})" if c.control else "",
+                         "needed": f"{c.bound} ({c.source})",
+                         "seed blocks": c.stability.text if c.stability else "",
+                         "verdict": rep.verdict_of(c), "status": VERDICTS[c.status]})
+    columns = ["paper", "slug", "claim", "kind", "paper's number", "measured", "control", "needed",
+               "seed blocks", "verdict", "status"]
     return pd.DataFrame(rows, columns=columns)
 
 
 def headlines(reports: Iterable[Report | Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per chapter: how many of the paper's claims reproduce, and the other checks."""
+    """One row per chapter: its verdict line (the three-way count of its paper claims, or that the
+    claims protocol is not applied yet, or that a smoke run judges nothing) and the other checks."""
     import pandas as pd
 
     from iclr_lab.core.registry import chapter
 
     rows = []
     for report in reports:
-        slug, claims = _claims(report)
-        rep = report if isinstance(report, Report) else Report(slug, str(report["scale"]),
-                                                                int(report["seed"]), {}, claims)
-        rows.append({"paper": chapter(slug).short, "slug": slug, "scale": rep.scale,
-                     "verdict": rep.tally()})
-    return pd.DataFrame(rows, columns=["paper", "slug", "scale", "verdict"])
+        rep = _report(report)
+        rows.append({"paper": chapter(rep.slug).short, "slug": rep.slug, "scale": rep.scale,
+                     "protocol": "yes" if rep.protocol else "not yet", "verdict": rep.tally()})
+    return pd.DataFrame(rows, columns=["paper", "slug", "scale", "protocol", "verdict"])
 
 
 def times_chart(times: Mapping[str, Mapping[str, float]], *, budget: float = 60.0,

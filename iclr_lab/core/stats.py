@@ -1,7 +1,9 @@
-"""Small statistics used across chapters: log-log slopes and summaries over seeds."""
+"""Small statistics used across chapters: log-log slopes, summaries over seeds, paired differences."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -10,7 +12,7 @@ from numpy.typing import ArrayLike
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["SUMMARY_COLUMNS", "loglog_slope", "summarize_seeds"]
+__all__ = ["SUMMARY_COLUMNS", "Paired", "loglog_slope", "paired", "summarize_seeds"]
 
 SUMMARY_COLUMNS = ("mean", "std", "lo", "hi", "seeds")
 
@@ -45,3 +47,46 @@ def summarize_seeds(df: pd.DataFrame, by: list[str], value: str, seed: str = "se
     out = g.agg(mean="mean", std="std", lo="min", hi="max", seeds="count").reset_index()
     out["std"] = out["std"].fillna(0.0)
     return out
+
+
+@dataclass(frozen=True)
+class Paired:
+    """The paired per-seed differences ``a - b`` of two methods run on the same seeds.
+
+    ``median`` is the median difference; ``(lo, hi)`` is a two-sided Student-t interval for the mean
+    difference at ``level`` (a single pair, or pairs that do not vary, give ``lo == hi``). "``a``
+    beats ``b`` by more than ``m``" (lower is better) means ``hi < -m``: the whole interval lies on
+    the right side of the margin, not only the median.
+    """
+
+    differences: tuple[float, ...]
+    median: float
+    lo: float
+    hi: float
+    level: float
+
+
+def paired(a: ArrayLike, b: ArrayLike, *, level: float = 0.95) -> Paired:
+    """The paired differences ``a[i] - b[i]`` (one pair per seed), their median and a t interval.
+
+    Args:
+        a: the first method's value at each seed.
+        b: the second method's value at the same seeds, in the same order.
+        level: the interval's coverage, in (0, 1).
+    """
+    from scipy import stats as sps
+
+    from iclr_lab.core.validation import check_range
+
+    check_range("level", level, 0.0, 1.0, low_open=True, high_open=True)
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.shape != y.shape or x.ndim != 1 or x.size < 1:
+        raise ValueError(f"a and b must be 1-D of equal length >= 1 (one value per seed), got "
+                         f"{x.shape} and {y.shape}")
+    d = x - y
+    mean = float(d.mean())
+    if d.size < 2 or not np.all(np.isfinite(d)):
+        half = 0.0 if np.all(np.isfinite(d)) else math.nan
+    else:
+        half = float(sps.t.ppf(0.5 + level / 2, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size))
+    return Paired(tuple(float(v) for v in d), float(np.median(d)), mean - half, mean + half, level)

@@ -46,7 +46,7 @@ def test_all_writes_a_scoreboard(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr("iclr_lab.core.registry.load", lambda slug: _fake(True, slug=slug))
     assert cli.main(["reproduce", "--all", "--out", str(tmp_path)]) == 0
     board = pd.read_csv(tmp_path / "scoreboard.csv")
-    assert set(board.verdict) == {"pass"}
+    assert set(board.status) == {"pass"}
     assert {"paper", "claim", "kind", "paper's number", "measured", "needed"} <= set(board.columns)
     assert list(board.slug) == [c.slug for c in chapters(available_only=True)]
     assert (tmp_path / "scoreboard.md").exists()

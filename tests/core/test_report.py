@@ -96,10 +96,13 @@ def test_json_round_trip_and_scorecard():
     card = r.scorecard()
     assert list(card["status"]) == ["pass", "pass"]
     assert list(card["bound"]) == ["<= 1", "in [0.35, 0.65]"]
-    assert "<table" in r._repr_html_() and "2 of 2 paper claims reproduce" in r._repr_html_()
-    assert d["headline"] == "2 of 2 paper claims reproduce"
+    assert "<table" in r._repr_html_() and "2 of 2 paper claims pass" in r._repr_html_()
+    assert d["headline"].startswith("claims protocol not applied yet: 2 of 2 paper claims pass")
+    assert d["protocol"] is False and d["judged"] is True
     mixed = _report(_claim(0.5, name="a"), _claim(9.0, name="b"), _claim(9.0, expected=False, name="c"))
-    assert mixed.tally() == "1 of 3 paper claims reproduce; 1 expected to hold FAILED"
+    assert mixed.tally() == ("claims protocol not applied yet: 1 of 3 paper claims pass at these "
+                             "seeds (no control or no stability table; not counted); 1 expected "
+                             "to hold FAILED")
     assert r.claim("b").measured == 0.4
     with pytest.raises(KeyError, match="no claim"):
         r.claim("zzz")
@@ -124,8 +127,10 @@ def test_headline_counts_only_paper_claims_and_lists_the_other_kinds():
     r = _report(_claim(0.5, name="p1"), _claim(2.0, name="p2", expected=False),
                 _claim(0.5, name="s1", kind="sanity"), _claim(0.5, name="t1", kind="theorem"),
                 _claim(2.0, name="d1", kind="derivation", expected=False))
-    assert r.headline() == "1 of 2 paper claims reproduce"
-    assert r.tally() == ("1 of 2 paper claims reproduce; theorem checks: 1 of 1 holds; "
+    unjudged = ("claims protocol not applied yet: 1 of 2 paper claims pass at these seeds (no "
+                "control or no stability table; not counted)")
+    assert r.headline() == unjudged
+    assert r.tally() == (unjudged + "; theorem checks: 1 of 1 holds; "
                          "derivation checks: 0 of 1 holds; sanity checks: 1 of 1 holds")
     assert [c.name for c in r.ordered_claims()] == ["p1", "p2", "t1", "d1", "s1"]
     only_sanity = _report(_claim(0.5, name="s", kind="sanity"))

@@ -25,11 +25,14 @@ def test_recorded_reports_come_back_as_the_same_scoreboard(tmp_path, monkeypatch
     direct = scoreboard.table([_report("vradam"), _report("discounted_oco")])
     pd.testing.assert_frame_equal(board, direct)
     row = board[(board.slug == "vradam") & (board.claim == "a")].iloc[0]
-    assert (row["measured"], row["verdict"]) == ("0.76 [0.7\u20130.9]", "pass")
+    assert (row["measured"], row["status"]) == ("0.76 [0.7\u20130.9]", "pass")
+    assert row["verdict"] == "not judged (no control)", "no control: the protocol is not applied"
     assert row["needed"] == "<= 0.8 (prior)"
-    assert board[board.claim == "b"].verdict.iloc[0] == "did not reproduce at this scale"
+    assert board[board.claim == "b"].status.iloc[0] == "did not reproduce at this scale"
+    assert board[board.claim == "b"].verdict.iloc[0] == "not reproduced"
     heads = scoreboard.headlines(reports)
-    assert heads.verdict.iloc[0].startswith("1 of 2 paper claims reproduce")
+    assert heads.verdict.iloc[0].startswith("claims protocol not applied yet: 1 of 2 paper claims pass")
+    assert list(heads.protocol) == ["not yet", "not yet"]
     spec = scoreboard.times_chart(times).to_dict()
     assert spec["layer"][0]["encoding"]["x"]["title"].startswith("CPU time")
 

@@ -1,0 +1,143 @@
+"""Stability across seed blocks: does a verdict hold at other seeds, and does its control fail there?
+
+A chapter judges its claims at its own seeds (``seed, seed + 1, ...``, five for most chapters). A
+verdict that flips at the next five seeds is not a reproduction. ``iclr-lab stability SLUG --blocks 8``
+(:func:`measure`) reruns the chapter's ``reproduce`` at disjoint base seeds, one block of seeds each:
+``0, n, 2n, ... (blocks - 1) n`` for a chapter that runs ``n`` seeds. It writes a table, one entry
+per claim and block: the value and whether it passed, the control's value and whether it passed, and
+the code version (:func:`iclr_lab.core.provenance.code_version`). The table ships with the package
+(``iclr_lab/stability/SLUG.json``), so a book-scale :class:`~iclr_lab.core.report.Report` reads it
+without running anything (:func:`attach`) and each claim shows "holds at k of 8".
+
+A paper claim counts as *reproduced* only when the method holds at ``blocks - MISSES_ALLOWED`` or more
+blocks and its control fails at as many. Block 0 is the book's own run (base seed 0), so the book
+build checks that the table still agrees with the code: :func:`attach` lists every claim whose block-0
+entry differs from the run in :attr:`Report.stale <iclr_lab.core.report.Report.stale>`, and
+:meth:`Report.check <iclr_lab.core.report.Report.check>` fails on it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from iclr_lab.core.validation import check_int
+
+if TYPE_CHECKING:
+    from iclr_lab.core.report import Report
+
+__all__ = ["BLOCKS", "DIRECTORY", "MISSES_ALLOWED", "attach", "load", "measure", "path", "write"]
+
+#: Seed blocks of a stability table.
+BLOCKS = 8
+#: Blocks a reproduced claim may miss: it must hold (and its control fail) at 7 of 8.
+MISSES_ALLOWED = 1
+#: Where the shipped tables live (package data).
+DIRECTORY = Path(__file__).resolve().parent.parent / "stability"
+#: Block 0 must equal the book's run to this relative tolerance (room for another CPU's rounding
+#: in long training runs; a code change moves the numbers by far more).
+_RTOL = 1e-6
+
+
+def path(slug: str, directory: str | Path | None = None) -> Path:
+    """The stability table of chapter ``slug``."""
+    return Path(directory or DIRECTORY) / f"{slug}.json"
+
+
+def load(slug: str, directory: str | Path | None = None) -> dict[str, Any] | None:
+    """The shipped stability table of ``slug`` (``None`` if it has none)."""
+    p = path(slug, directory)
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def _entry(report: Report, block: int) -> dict[str, dict[str, Any]]:
+    out = {}
+    for c in report.claims:
+        out[c.name] = {"block": block, "seed": report.seed, "measured": _num(c.measured),
+                       "passed": c.passed, "control_measured": _num(c.control_measured),
+                       "control_passed": c.control_passed}
+    return out
+
+
+def _num(v: float) -> float | None:
+    return None if math.isnan(v) else float(v)
+
+
+def measure(slug: str, blocks: int = BLOCKS, *, scale: str = "book",
+            on_block: Callable[[int, Report], None] | None = None) -> dict[str, Any]:
+    """Run chapter ``slug`` at ``blocks`` disjoint base seeds; return its stability table.
+
+    Block 0 runs at base seed 0; its longest ``per_seed`` gives the stride ``n`` (the number of
+    seeds the chapter runs), and block ``b`` runs at base seed ``b * n``. ``on_block(b, report)``
+    is called after each block (for progress).
+    """
+    from iclr_lab.core.provenance import code_version
+    from iclr_lab.core.registry import reproduce
+
+    check_int("blocks", blocks, 2)
+    claims: dict[str, list[dict[str, Any]]] = {}
+    stride = 1
+    seeds = []
+    for b in range(blocks):
+        report = reproduce(slug, scale=scale, seed=b * stride)
+        if b == 0:
+            stride = max([len(c.per_seed) for c in report.claims] + [1])
+        seeds.append(report.seed)
+        for name, e in _entry(report, b).items():
+            claims.setdefault(name, []).append(e)
+        if on_block:
+            on_block(b, report)
+    return {"slug": slug, "scale": scale, "blocks": blocks, "stride": stride, "seeds": seeds,
+            "code_version": code_version(), "claims": claims}
+
+
+def write(table: dict[str, Any], directory: str | Path | None = None) -> Path:
+    """Write ``table`` (from :func:`measure`) as the chapter's stability table; return its path."""
+    p = path(table["slug"], directory)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(table, indent=1) + "\n")
+    return p
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return math.isclose(a, b, rel_tol=_RTOL, abs_tol=1e-12)
+
+
+def attach(report: Report, directory: str | Path | None = None) -> Report:
+    """Give each claim of a book-scale ``report`` its :class:`~iclr_lab.core.report.Stability`
+    from the shipped table; list in ``report.stale`` the claims the table does not match.
+
+    A claim is stale when the table lacks it, or, for a run at base seed 0, when its block-0 value,
+    verdict or control differs from the run's. A stale claim gets no stability.
+    """
+    from dataclasses import replace
+
+    from iclr_lab.core.report import Stability
+
+    table = load(report.slug, directory)
+    if table is None or table.get("scale") != report.scale:
+        return report
+    stale, claims = [], []
+    for c in report.claims:
+        entries = table["claims"].get(c.name)
+        fresh = entries is not None and len(entries) == table["blocks"]
+        if fresh and report.seed == 0:
+            e = entries[0]
+            fresh = (_same(e["measured"], _num(c.measured)) and e["passed"] == c.passed
+                     and _same(e["control_measured"], _num(c.control_measured))
+                     and e["control_passed"] == c.control_passed)
+        if not fresh:
+            stale.append(c.name)
+            claims.append(c)
+            continue
+        fails = (sum(e["control_passed"] is False for e in entries)
+                 if c.control else None)
+        claims.append(replace(c, stability=Stability(table["blocks"],
+                                                     sum(bool(e["passed"]) for e in entries), fails)))
+    report.claims, report.stale = claims, stale
+    return report

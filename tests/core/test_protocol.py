@@ -1,0 +1,176 @@
+"""The claims protocol: controls, three-way verdicts, paired comparisons, equal tuning, seed blocks."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from iclr_lab.core import stability
+from iclr_lab.core.report import Claim, ClaimFailure, Report, Stability
+from iclr_lab.core.stats import paired
+from iclr_lab.core.tuning import TUNING_SEED_OFFSET, log_grid, tune, tuning_seeds
+
+
+def _paper(measured, control=None, stab=None, name="c", no_control=""):
+    kw = {"control": "null", "control_measured": control} if control is not None else {}
+    return Claim(name, "s", measured, 1.0, "<=", kind="paper", no_control=no_control,
+                 stability=stab, **kw)
+
+
+@pytest.mark.parametrize(("measured", "control", "stab", "verdict"), [
+    (0.5, 2.0, Stability(8, 8, 8), "reproduced"),
+    (0.5, 2.0, Stability(8, 7, 7), "reproduced"),
+    (0.5, 0.9, Stability(8, 8, 1), "not discriminating"),   # the control passes here too
+    (0.5, 2.0, Stability(8, 8, 6), "not discriminating"),   # ... at two seed blocks
+    (2.0, 3.0, Stability(8, 0, 8), "not reproduced"),
+    (0.5, 2.0, Stability(8, 6, 8), "not reproduced"),       # fails at two seed blocks
+    (0.5, 2.0, None, "not judged (no stability table)"),
+    (0.5, None, Stability(8, 8), "not judged (no control)"),
+])
+def test_three_way_verdict(measured, control, stab, verdict):
+    assert _paper(measured, control, stab).verdict == verdict
+
+
+def test_a_claim_without_control_must_say_why_and_cannot_have_both():
+    c = _paper(0.5, stab=Stability(8, 8), no_control="the comparison is with the ablation itself")
+    assert c.verdict == "reproduced" and c.control_passed is None
+    with pytest.raises(ValueError, match="not both"):
+        Claim("c", "s", 0.5, 1.0, control="x", control_measured=1.0, no_control="why")
+    with pytest.raises(ValueError, match="needs its value"):
+        Claim("c", "s", 0.5, 1.0, control="x")
+    with pytest.raises(ValueError, match="one number per seed"):
+        Claim.over_seeds("c", "s", [1, 2, 3], 1.0, control="x", control_values=[1, 2])
+    assert Claim("t", "s", 0.5, 1.0, kind="theorem").verdict == "holds"
+
+
+def test_headline_counts_only_reproduced_and_smoke_judges_nothing():
+    claims = [_paper(0.5, 2.0, Stability(8, 8, 8), "a"), _paper(0.5, 2.0, Stability(8, 8, 8), "b"),
+              _paper(0.5, 0.5, Stability(8, 8, 0), "c"), _paper(2.0, 2.0, Stability(8, 0, 8), "d"),
+              Claim("s", "s", 0.0, 1.0, kind="sanity")]
+    book = Report("demo", "book", 0, {}, claims)
+    assert book.protocol
+    assert book.headline() == ("2 of 4 paper claims reproduced (discriminating, stable at \u2265 7/8 "
+                               "seed blocks); 1 not discriminating; 1 not reproduced")
+    smoke = Report("demo", "smoke", 0, {}, claims)
+    assert smoke.headline() == "smoke scale: claims not judged"
+    assert set(smoke.scorecard().verdict) == {"not judged (smoke scale)"}
+    assert "smoke scale: claims not judged" in smoke._repr_html_()
+    assert list(smoke.scorecard().measured) == [0.5, 0.5, 0.5, 2.0, 0.0], "values still listed"
+
+
+def test_json_carries_control_regime_verdict_and_stability():
+    c = Claim.over_seeds("a", "s", [0.5, 0.6, 0.4], 1.0, control="null", control_values=[1, 2, 3],
+                         regime="IID shards", kind="paper")
+    c = Claim.from_dict(json.loads(json.dumps({**c.to_dict(), "stability": Stability(8, 7, 8).to_dict()})))
+    d = c.to_dict()
+    assert d["control"] == "null" and d["control_measured"] == 2.0
+    assert d["control_per_seed"] == [1.0, 2.0, 3.0] and d["regime"] == "IID shards"
+    assert d["verdict"] == "reproduced" and d["stability"] == {"blocks": 8, "holds": 7,
+                                                               "control_fails": 8}
+    assert Claim.from_dict(d) == c
+
+
+def test_paired_interval_is_a_t_interval_of_the_differences():
+    a, b = np.array([1.0, 2.0, 3.0, 4.0, 6.0]), np.array([1.5, 2.1, 3.9, 4.2, 6.3])
+    p = paired(a, b)
+    d = a - b
+    half = 2.776445105 * d.std(ddof=1) / math.sqrt(5)  # t_{0.975, 4}
+    assert p.median == pytest.approx(np.median(d)) and p.differences == tuple(d)
+    assert (p.lo, p.hi) == pytest.approx((d.mean() - half, d.mean() + half))
+    with pytest.raises(ValueError, match="level"):
+        paired(a, b, level=1.0)
+    with pytest.raises(ValueError, match="equal length"):
+        paired(a, b[:3])
+
+
+def test_beats_means_the_interval_clears_the_margin_not_only_the_median():
+    base = [1.0, 1.0, 1.0, 1.0, 1.0]
+    clear = Claim.paired("x", "s", [0.8, 0.82, 0.79, 0.81, 0.8], base, 0.0, "<", kind="sanity")
+    noisy = Claim.paired("y", "s", [0.8, 0.7, 1.6, 0.9, 1.5], base, 0.0, "<", kind="sanity")
+    assert clear.passed and clear.interval[1] < 0
+    assert noisy.measured < 0, "the median difference is negative..."
+    assert not noisy.passed, "... but the interval straddles zero: no win"
+    assert "CI" in noisy.value_text
+    ctrl = Claim.paired("z", "s", [0.8, 0.82, 0.79, 0.81, 0.8], base, 0.0, "<", kind="paper",
+                        control="null", control_values=[1.0, 1.01, 0.99, 1.0, 1.0])
+    assert ctrl.control_passed is False and ctrl.control_per_seed == pytest.approx((0, .01, -.01, 0, 0))
+
+
+def test_log_grid_and_tuning_seeds():
+    assert log_grid(1e-2, 5, 10.0) == pytest.approx([1e-4, 1e-3, 1e-2, 1e-1, 1.0])
+    assert log_grid(1.0, 4, 2.0) == pytest.approx([0.5, 1.0, 2.0, 4.0])
+    seeds = tuning_seeds(5, 3)
+    assert seeds == [5 + TUNING_SEED_OFFSET + k for k in range(3)]
+    assert not set(seeds) & set(range(8 * 5 * 5)), "disjoint from every judging seed and block"
+    with pytest.raises(ValueError, match="points"):
+        log_grid(1.0, 0)
+
+
+def test_tune_picks_the_best_and_settles_an_interior_choice():
+    calls = []
+
+    def score(values):
+        calls.append(list(values))
+        return [(math.log10(v) + 2.0) ** 2 for v in values]  # best at 1e-2
+
+    t = tune("m", score, 1e-2, ratio=10.0)
+    assert t.choice == pytest.approx(1e-2) and not t.flags and not t.extended and len(calls) == 1
+
+
+def test_tune_flags_a_grid_edge_and_extends_once():
+    t = tune("m", lambda vs: [math.log10(v) for v in vs], 1.0, ratio=10.0)  # ever better lower
+    assert t.extended and t.choice == pytest.approx(1e-3), "one point added below the edge"
+    assert t.flags == ("at the grid's low edge",), "still at the edge after one extension"
+    assert len(t.grid) == 6
+    settles = tune("m", lambda vs: [(math.log10(v) + 2.0) ** 2 for v in vs], 1.0, ratio=10.0)
+    assert settles.extended and settles.choice == pytest.approx(1e-2) and settles.flags == ()
+
+
+def test_tune_flags_a_choice_next_to_a_divergence_and_probes_between():
+    # grid 0.011, 0.033, 0.1, 0.3, 0.9; the loss falls with the rate until the runs diverge
+    mid = math.sqrt(0.3 * 0.9)
+    cliff = tune("m", lambda vs: [math.inf if v > 0.5 else 1.0 / v for v in vs], 0.1, ratio=3.0)
+    assert cliff.extended and cliff.choice == pytest.approx(0.3)
+    assert any(math.isclose(v, mid) for v in cliff.grid), "the midpoint towards 0.9 was scored"
+    assert cliff.flags == ("next to a diverged point",), "the midpoint diverged too: flag remains"
+    closer = tune("m", lambda vs: [math.inf if v > 0.6 else 1.0 / v for v in vs], 0.1, ratio=3.0)
+    assert closer.choice == pytest.approx(mid) and closer.flags == ("next to a diverged point",)
+    calm = tune("m", lambda vs: [math.inf if v > 0.6 else (v - 0.25) ** 2 for v in vs], 0.1,
+                ratio=3.0)
+    assert calm.extended and calm.choice == pytest.approx(0.3) and calm.flags == (), (
+        "a finite point now sits between the choice and the divergence")
+    none = tune("m", lambda vs: [math.nan] * len(vs), 0.1)
+    assert math.isnan(none.choice) and none.flags == ("every point diverged",)
+
+
+def _fake_chapter(monkeypatch, drift=0.0):
+    def reproduce(scale="book", seed=0):
+        vals = [0.5 + 0.01 * ((seed + k) % 7) + drift for k in range(3)]
+        ctrl = [2.0 - 0.3 * ((seed + k) % 8) for k in range(3)]  # passes at a few seeds
+        return Report("vradam", scale, seed, {"t": pd.DataFrame({"x": [1]})},
+                      [Claim.over_seeds("c", "s", vals, 1.0, control="null", control_values=ctrl)])
+
+    monkeypatch.setattr("iclr_lab.core.registry.reproduce", lambda slug, scale, seed:
+                        reproduce(scale, seed))
+    return reproduce
+
+
+def test_stability_table_round_trip_and_block_zero_check(monkeypatch, tmp_path):
+    reproduce = _fake_chapter(monkeypatch)
+    table = stability.measure("vradam", 4)
+    assert table["stride"] == 3 and table["seeds"] == [0, 3, 6, 9]
+    stability.write(table, tmp_path)
+    monkeypatch.setattr(stability, "DIRECTORY", tmp_path)
+    report = reproduce("book", 0)
+    c = report.claim("c")
+    ctrl_fails = sum(not e["control_passed"] for e in table["claims"]["c"])
+    assert c.stability == Stability(4, 4, ctrl_fails) and not report.stale
+    report.check()
+    drifted = _fake_chapter(monkeypatch, drift=1e-3)("book", 0)
+    assert drifted.stale == ["c"] and drifted.claim("c").stability is None
+    with pytest.raises(ClaimFailure, match="stability table"):
+        drifted.check()
+    other_seed = _fake_chapter(monkeypatch, drift=1e-3)("book", 5)
+    assert not other_seed.stale, "block 0 is compared only with the run at base seed 0"
