@@ -121,7 +121,8 @@ def _choose(grid: Sequence[float], scores: Sequence[float]) -> tuple[int, list[s
 
 
 def tune(method: str, score_many: Callable[[Sequence[float]], Sequence[float]], default: float, *,
-         parameter: str = "lr", points: int = 5, ratio: float = 3.0) -> Tuned:
+         parameter: str = "lr", points: int = 5, ratio: float = 3.0,
+         grid: Sequence[float] | None = None) -> Tuned:
     """Tune one hyperparameter of ``method`` on a log grid around ``default``; see the module doc.
 
     Args:
@@ -134,8 +135,19 @@ def tune(method: str, score_many: Callable[[Sequence[float]], Sequence[float]], 
         parameter: the hyperparameter's name (for the report).
         points: grid points before any extension; give every compared method the same number.
         ratio: the factor between neighbouring points.
+        grid: the grid itself, ascending and positive, instead of ``points`` and ``ratio`` (a
+            chapter's existing sweep, such as ``1e-3, 3e-3, 1e-2, 3e-2, 1e-1``); an extension
+            steps beyond an edge by the factor between the edge and its neighbour.
     """
-    grid = log_grid(default, points, ratio)
+    if grid is None:
+        values = log_grid(default, points, ratio)
+        low_step = high_step = ratio
+    else:
+        values = [check_range("grid", v, 0.0, low_open=True) for v in grid]
+        if len(values) < 2 or any(b <= a for a, b in zip(values, values[1:], strict=False)):
+            raise ValueError(f"grid must hold two or more ascending values, got {list(grid)}")
+        low_step, high_step = values[1] / values[0], values[-1] / values[-2]
+    grid = values
     scores = [float(s) for s in score_many(grid)]
     if len(scores) != len(grid):
         raise ValueError(f"score_many returned {len(scores)} scores for {len(grid)} values")
@@ -144,9 +156,9 @@ def tune(method: str, score_many: Callable[[Sequence[float]], Sequence[float]], 
     if flags:
         new: list[float] = []
         if best == -1 or best == 0:
-            new.append(grid[0] / ratio)
+            new.append(grid[0] / low_step)
         if best == len(grid) - 1:
-            new.append(grid[-1] * ratio)
+            new.append(grid[-1] * high_step)
         for j in (best - 1, best + 1):
             if best >= 0 and 0 <= j < len(grid) and _diverged(scores[j]):
                 new.append(math.sqrt(grid[best] * grid[j]))

@@ -174,3 +174,10 @@ def test_stability_table_round_trip_and_block_zero_check(monkeypatch, tmp_path):
         drifted.check()
     other_seed = _fake_chapter(monkeypatch, drift=1e-3)("book", 5)
     assert not other_seed.stale, "block 0 is compared only with the run at base seed 0"
+
+
+def test_tune_on_a_given_grid_steps_out_by_the_edge_factor():
+    t = tune("m", lambda vs: [-v for v in vs], 1e-2, grid=[1e-3, 3e-3, 1e-2, 3e-2, 1e-1])
+    assert t.grid[-1] == pytest.approx(1e-1 * (1e-1 / 3e-2)) and t.choice == t.grid[-1]
+    with pytest.raises(ValueError, match="ascending"):
+        tune("m", lambda vs: list(vs), 1.0, grid=[1.0, 0.5])
