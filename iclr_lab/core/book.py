@@ -27,8 +27,11 @@ def glue_report(report: Report, **extra: Any) -> None:
     """Glue the scorecard and each claim's numbers into the page.
 
     Keys: ``scorecard`` (the table; show it with ``{glue:} scorecard``), ``<claim>`` (the measured
-    float; ``{glue:text}`<claim>:.3g```) and ``<claim>_status`` (markdown:
-    ``{glue:md}`<claim>_status```). Keyword arguments glue further values (a chart to show
+    float; ``{glue:text}`<claim>:.3g```), ``<claim>_status`` and ``<claim>_verdict`` (markdown:
+    ``{glue:md}`<claim>_verdict```), and where the claim has them ``<claim>_control`` (the
+    control's median), ``<claim>_lo`` / ``<claim>_hi`` (a paired comparison's interval),
+    ``<claim>_holds`` and ``<claim>_control_fails`` (seed blocks, of ``<claim>_blocks``).
+    Keyword arguments glue further values (a chart to show
     above the cell that made it, say) under their names. A string is glued as Markdown: quote it
     with ``{glue:md}`key``` (``{glue:text}`` would show its quotes), for example the name of the
     optimizer that won.
@@ -40,9 +43,14 @@ def glue_report(report: Report, **extra: Any) -> None:
 
     record(report)  # for the book's scoreboard page, when the build asks for it
     _GLUED["scorecard"] = report
+    numbers: dict[str, float] = {}
+    words: dict[str, str] = {}
     for c in report.claims:
-        _GLUED[c.name] = c.measured
-        _GLUED[f"{c.name}_status"] = f"**{c.status}**"
+        numbers.update(_claim_numbers(c))
+        words[f"{c.name}_status"] = f"**{c.status}**"
+        words[f"{c.name}_verdict"] = f"**{report.verdict_of(c)}**"
+    _GLUED.update(numbers)
+    _GLUED.update(words)
     extra = {k: _plain(v) for k, v in extra.items()}
     _GLUED.update(extra)
     try:
@@ -52,11 +60,27 @@ def glue_report(report: Report, **extra: Any) -> None:
     from IPython.display import Markdown
 
     glue("scorecard", report, display=False)  # shown through Report._repr_html_
-    for c in report.claims:
-        glue(c.name, c.measured, display=False)
-        glue(f"{c.name}_status", Markdown(f"**{c.status}**"), display=False)
+    for key, number in numbers.items():
+        glue(key, number, display=False)
+    for key, word in words.items():
+        glue(key, Markdown(word), display=False)
     for key, value in extra.items():
         glue(key, Markdown(value) if isinstance(value, str) else value, display=False)
+
+
+def _claim_numbers(c: Any) -> dict[str, float]:
+    """The glue keys of one claim's numbers (see :func:`glue_report`)."""
+    out = {c.name: c.measured}
+    if c.control:
+        out[f"{c.name}_control"] = c.control_measured
+    if c.interval is not None:
+        out[f"{c.name}_lo"], out[f"{c.name}_hi"] = c.interval
+    if c.stability is not None:
+        out[f"{c.name}_blocks"] = float(c.stability.blocks)
+        out[f"{c.name}_holds"] = float(c.stability.holds)
+        if c.stability.control_fails is not None:
+            out[f"{c.name}_control_fails"] = float(c.stability.control_fails)
+    return out
 
 
 def _plain(value: Any) -> Any:

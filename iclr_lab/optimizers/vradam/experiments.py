@@ -866,6 +866,11 @@ def numbers(report: Report) -> dict[str, float]:
         "rate_gate": float(rate[(rate.method == RATE_METHODS[0]) & (rate.N == horizons[-1])]
                            .mean_gate.median()),
     }
+    chosen = {t.method: t for t in report.tuning}
+    for key, method in (("tuned_lr_vr", VR_CAL), ("tuned_lr_adamw", ADAMW),
+                        ("tuned_lr_matched", MATCHED)):
+        if method in chosen:
+            values[key] = chosen[method].choice
     return {k: float(v) for k, v in values.items()}
 
 
