@@ -133,8 +133,6 @@ def _single(sz: _Sizes, seeds: Sequence[int]) -> dict[str, pd.DataFrame]:
     """Experiments A and B: Algorithm 1 and naive probing on one agent, at every horizon."""
     import pandas as pd
 
-    from iclr_lab.core.progress import progress
-
     us = np.stack([random_utilities(sz.m, np.random.default_rng([s, 1])) for s in seeds])
     grid = [(k, T) for k in range(len(seeds)) for T in sz.Ts]       # rows of one batch
     u_rows = us[[k for k, _ in grid]]
@@ -145,28 +143,39 @@ def _single(sz: _Sizes, seeds: Sequence[int]) -> dict[str, pd.DataFrame]:
     probe_rows: list[dict[str, Any]] = []
     trace: list[dict[str, Any]] = []
     marks = np.unique(np.geomspace(10, max(sz.Ts), 60).astype(int))
-    for name, agent in progress(cases.items(), desc="one agent", total=len(cases)):
-        run = pay_against(u_rows, agent, T_rows, checkpoints=marks)
+    names = list(cases)
+    # every agent's runs in one batch (one loop over rounds): block c of the rows is agent c's
+    run = pay_against(np.tile(u_rows, (len(names), 1)),
+                      [cases[name] for name in names for _ in grid], np.tile(T_rows, len(names)),
+                      checkpoints=marks)
+    for c, name in enumerate(names):
         for j, (k, T) in enumerate(grid):
+            r = c * len(grid) + j
             rows.append({"seed": seeds[k], "agent": name, "method": ALG1, "T": T,
-                         "error": float(run.error[j]), "design": "", "probes": 0,
-                         "principal_regret": float(run.principal_regret[j]),
-                         "agent_regret": float(run.agent_regret[j])})
+                         "error": float(run.error[r]), "design": "", "probes": 0,
+                         "principal_regret": float(run.principal_regret[r]),
+                         "agent_regret": float(run.agent_regret[r])})
         if name == "Hedge":  # the running estimate of the base seed at the longest horizon
-            j = grid.index((0, max(sz.Ts)))
-            for c, t in enumerate(run.checkpoints):
+            r = c * len(grid) + grid.index((0, max(sz.Ts)))
+            for i, t in enumerate(run.checkpoints):
                 trace += [{"t": int(t), "action": f"action {a + 1}",
-                           "estimate": float(run.trace[j, c, a]), "true": float(us[0, a])}
+                           "estimate": float(run.trace[r, i, a]), "true": float(us[0, a])}
                           for a in range(sz.m)]
-        # naive probing, both designs, every number of bisection steps and every horizon, as one
-        # batch
-        pgrid = [(k, T, K) for k, T in grid for K in sz.probes]
-        dgrid = [(k, T, K, d) for d in PROBE_DESIGNS for k, T, K in pgrid]
-        est = naive_probing(us[[g[0] for g in dgrid]], agent, [g[1] for g in dgrid],
-                            probes=[g[2] for g in dgrid], design=[g[3] for g in dgrid])
-        err = np.abs(est - us[[g[0] for g in dgrid]]).max(axis=1)
-        probe_rows += [{"seed": seeds[k], "agent": name, "T": T, "design": d, "probes": K,
-                        "error": float(e)} for (k, T, K, d), e in zip(dgrid, err, strict=True)]
+    # naive probing, both designs, every number of bisection steps, every horizon and every agent,
+    # as one batch; the last rows probe the forgetful best-responder (the baseline on the agent it
+    # was designed for)
+    pgrid = [(k, T, K) for k, T in grid for K in sz.probes]
+    dgrid = [(k, T, K, d) for d in PROBE_DESIGNS for k, T, K in pgrid]
+    forgetful_rows = [(k, sz.T_claim, max(sz.probes), "flip") for k in range(len(seeds))]
+    batch = [(name, g) for name in names for g in dgrid] + [("", g) for g in forgetful_rows]
+    est = naive_probing(us[[g[0] for _, g in batch]],
+                        [cases[name] if name else BestResponse() for name, _ in batch],
+                        [g[1] for _, g in batch], probes=[g[2] for _, g in batch],
+                        design=[g[3] for _, g in batch])
+    err = np.abs(est - us[[g[0] for _, g in batch]]).max(axis=1)
+    probe_rows += [{"seed": seeds[k], "agent": name, "T": T, "design": d, "probes": K,
+                    "error": float(e)}
+                   for (name, (k, T, K, d)), e in zip(batch, err, strict=True) if name]
     probes = pd.DataFrame(probe_rows)
     # the baseline's tuning knobs, chosen in hindsight: the design and number of bisection steps
     # with the smallest median error over seeds, for each agent and horizon
@@ -175,11 +184,9 @@ def _single(sz: _Sizes, seeds: Sequence[int]) -> dict[str, pd.DataFrame]:
     best = med.loc[med.groupby(["agent", "T"])["error"].idxmin(), keys]
     chosen = probes.merge(best, on=keys).assign(method=PROBE)
     single = pd.concat([pd.DataFrame(rows), chosen], ignore_index=True)
-    # the baseline on the agent it was designed for: a forgetful best-responder
-    est = naive_probing(us, BestResponse(), sz.T_claim, probes=max(sz.probes))
     forgetful = pd.DataFrame({"seed": list(seeds), "agent": "best response (forgetful)",
                               "method": PROBE, "T": sz.T_claim, "design": "flip",
-                              "probes": max(sz.probes), "error": np.abs(est - us).max(axis=1)})
+                              "probes": max(sz.probes), "error": err[-len(seeds):]})
     return {"single": pd.concat([single, forgetful], ignore_index=True),
             "probing": probes, "trace": pd.DataFrame(trace)}
 
@@ -226,34 +233,33 @@ def _steering(sz: _Sizes, seeds: Sequence[int]) -> dict[str, pd.DataFrame]:
     """Experiment D: every steering rule on random Prisoner's Dilemmas, several horizons."""
     import pandas as pd
 
-    from iclr_lab.core.progress import progress
-
     games = [random_prisoners_dilemma(np.random.default_rng([s, 3])) for s in seeds]
     easy = {s: _cep_payment_enforces(g, MARGIN) for s, g in zip(seeds, games, strict=True)}
     batch = [g for g in games for _ in STEER_RULES]
     rules = [r for _ in games for r in STEER_RULES]
-    objectives = np.stack([g.welfare() for g in batch])
+    B = len(batch)
+    # every horizon in one run: block i of the rows is horizon steer_Ts[i] (independent runs that
+    # share the loop over rounds); the longest horizon records its strategy paths
+    res = _steer(batch * len(sz.steer_Ts), [Hedge(), Hedge()],
+                 np.stack([g.welfare() for g in batch] * len(sz.steer_Ts)),
+                 np.repeat(sz.steer_Ts, B), rules * len(sz.steer_Ts), seeds[0], margin=MARGIN,
+                 record=True)
     rows: list[dict[str, Any]] = []
-    paths: list[dict[str, Any]] = []
-    for T in progress(sz.steer_Ts, desc="steering", total=len(sz.steer_Ts)):
-        record = T == max(sz.steer_Ts)
-        res = _steer(batch, [Hedge(), Hedge()], objectives, T, rules, seeds[0], margin=MARGIN,
-                     record=record)
+    for i, T in enumerate(sz.steer_Ts):
         rows += [{"seed": seeds[r // len(STEER_RULES)], "rule": RULE_NAMES[rules[r]], "T": T,
-                  "F": float(res.F[r]), "F_steer": float(res.F_steer[r]),
-                  "F_star": float(res.F_star[r]), "learn_rounds": int(res.learn_rounds[r]),
-                  "eps_hat": float(res.eps_hat[r]), "error": float(res.error[r]),
-                  "obey": float(res.obey[r]),
-                  "cep_enforces": easy[seeds[r // len(STEER_RULES)]]} for r in range(len(batch))]
-        if record:  # the base seed's strategy paths
-            for row in res.paths:
-                r = int(row[0])
-                if r < len(STEER_RULES):
-                    paths.append({"rule": RULE_NAMES[rules[r]], "t": int(row[1]),
-                                  "x1": float(row[2]), "x2": float(row[3])})
-            target = optimal_cep(games[0], games[0].welfare()).mu
-            paths = [{**p, "target1": float(target[0].sum()), "target2": float(target[:, 0].sum())}
-                     for p in paths]
+                  "F": float(res.F[i * B + r]), "F_steer": float(res.F_steer[i * B + r]),
+                  "F_star": float(res.F_star[i * B + r]),
+                  "learn_rounds": int(res.learn_rounds[i * B + r]),
+                  "eps_hat": float(res.eps_hat[i * B + r]), "error": float(res.error[i * B + r]),
+                  "obey": float(res.obey[i * B + r]),
+                  "cep_enforces": easy[seeds[r // len(STEER_RULES)]]} for r in range(B)]
+    # the base seed's strategy paths (rows of the longest horizon's block)
+    first = sz.steer_Ts.index(max(sz.steer_Ts)) * B
+    target = optimal_cep(games[0], games[0].welfare()).mu
+    paths = [{"rule": RULE_NAMES[rules[int(row[0]) - first]], "t": int(row[1]),
+              "x1": float(row[2]), "x2": float(row[3]),
+              "target1": float(target[0].sum()), "target2": float(target[:, 0].sum())}
+             for row in res.paths if int(row[0]) - first < len(STEER_RULES)]
     return {"steering": pd.DataFrame(rows), "paths": pd.DataFrame(paths)}
 
 

@@ -338,6 +338,27 @@ class _BestResponseBank(LearnerBank):
         self._seen[idx] += 1.0
 
 
+class _StackedBank(LearnerBank):
+    """Consecutive blocks of rows, each played by its own bank (a different learner per block), as
+    one bank: one Python loop over rounds then serves runs against several agents. Every learner
+    works row by row, so each block's rows evolve exactly as in a bank of their own."""
+
+    def __init__(self, parts: Sequence[LearnerBank]) -> None:
+        self.parts = list(parts)
+        cuts = np.cumsum([0] + [b.rows for b in self.parts])
+        self._blocks = [slice(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+        super().__init__(int(cuts[-1]), self.parts[0].contexts, self.parts[0].m)
+
+    def strategy(self, ctx: np.ndarray, announced: np.ndarray | None = None) -> np.ndarray:
+        return np.concatenate([b.strategy(ctx[s], None if announced is None else announced[s])
+                               for b, s in zip(self.parts, self._blocks, strict=True)])
+
+    def update(self, ctx: np.ndarray, v: np.ndarray, x: np.ndarray,
+               active: np.ndarray | None = None) -> None:
+        for b, s in zip(self.parts, self._blocks, strict=True):
+            b.update(ctx[s], v[s], x[s], None if active is None else active[s])
+
+
 @dataclass(frozen=True)
 class Hedge:
     """Hedge (multiplicative weights): ``x ∝ exp(lr * cumulative utility)``, one learner per signal.
@@ -428,6 +449,35 @@ def _check_agent(name: str, agent: Any) -> Agent:
         raise TypeError(f"{name} must be a Hedge, RegretMatching or BestResponse agent; "
                         f"got {type(agent).__name__}")
     return agent
+
+
+def _row_agents(name: str, agent: Agent | Sequence[Agent], rows: int) -> list[Agent]:
+    """``agent`` as one agent per row (one agent for all rows, or a sequence with one per row)."""
+    if isinstance(agent, _AGENTS):
+        return [agent] * rows
+    if isinstance(agent, str | bytes) or not isinstance(agent, Sequence):
+        _check_agent(name, agent)  # raises the TypeError that names the parameter
+    agents = [_check_agent(name, a) for a in agent]
+    if len(agents) != rows:
+        raise ValueError(f"{name} must be one agent or one per row ({rows}); got {len(agents)}")
+    return agents
+
+
+def _single_bank(agents: Sequence[Agent], util: np.ndarray) -> LearnerBank:
+    """The one-context bank of ``agents[r]`` for each row ``r`` of ``util`` (shape ``(rows, m)``),
+    each block of equal agents warmed up by its head start: a plain bank when all rows share one
+    agent, else a :class:`_StackedBank` of the blocks."""
+    m = util.shape[1]
+    parts: list[LearnerBank] = []
+    start = 0
+    for agent, block in itertools.groupby(agents):
+        n = len(list(block))
+        bank = agent.bank(n, 1, m)
+        if agent.head_start:
+            bank.warm_up(util[start:start + n], agent.head_start)
+        parts.append(bank)
+        start += n
+    return parts[0] if len(parts) == 1 else _StackedBank(parts)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -525,7 +575,8 @@ class PaymentRun:
     checkpoints: np.ndarray
 
 
-def pay_against(u: Sequence[float] | np.ndarray, agent: Agent, T: int | Sequence[int] | np.ndarray,
+def pay_against(u: Sequence[float] | np.ndarray, agent: Agent | Sequence[Agent],
+                T: int | Sequence[int] | np.ndarray,
                 *, seed: int = 0, observe: str = "mixed",
                 checkpoints: Sequence[int] | np.ndarray | None = None) -> PaymentRun:
     """Algorithm 1: learn one agent's utility vector by paying against it.
@@ -539,7 +590,8 @@ def pay_against(u: Sequence[float] | np.ndarray, agent: Agent, T: int | Sequence
     Args:
         u: the agent's utilities, shape ``(m,)`` or ``(rows, m)`` for a batch of independent runs
             (entries in [-1, 1]; they are centred, since only differences are identifiable).
-        agent: the agent's learning algorithm.
+        agent: the agent's learning algorithm, one for all rows or one per row (rows against
+            different agents are independent runs that share the loop over rounds).
         T: the horizon, one for all rows or one per row. Rows run in lockstep; a row's estimate is
             taken at its own horizon, and its step size uses that horizon.
         seed: seeds the sampled actions when ``observe == "sampled"``.
@@ -547,11 +599,11 @@ def pay_against(u: Sequence[float] | np.ndarray, agent: Agent, T: int | Sequence
             one action drawn from ``x^t`` and uses its indicator as an unbiased gradient).
         checkpoints: rounds at which to record the running estimate (default: none).
     """
-    agent = _check_agent("agent", agent)
     check_choice("observe", observe, ("mixed", "sampled"))
     util = np.atleast_2d(np.asarray(u, dtype=float))
     if util.ndim != 2 or util.shape[1] < 2:
         raise ValueError(f"u must have shape (m,) or (rows, m) with m >= 2; got {util.shape}")
+    agents = _row_agents("agent", agent, util.shape[0])
     for row in util:
         _check_normalised("u", NormalFormGame(row[None, :]))
     rows, m = util.shape
@@ -562,10 +614,8 @@ def pay_against(u: Sequence[float] | np.ndarray, agent: Agent, T: int | Sequence
     wanted = () if checkpoints is None else checkpoints
     marks = np.array(sorted({check_int("checkpoints", int(c), 1) for c in wanted}), dtype=int)
     rng = np.random.default_rng(seed)
-    bank = agent.bank(rows, 1, m)
+    bank = _single_bank(agents, util)
     ctx = np.zeros(rows, dtype=int)
-    if agent.head_start:
-        bank.warm_up(util, agent.head_start)
     principal = _Principal(rows, m, horizon)
     gain = np.zeros(rows)           # sum_t <u + p^t, x^t>
     cum = np.zeros((rows, m))       # sum_t (u + p^t)
@@ -604,7 +654,7 @@ def pay_against(u: Sequence[float] | np.ndarray, agent: Agent, T: int | Sequence
 PROBE_DESIGNS = ("pairwise", "flip")
 
 
-def naive_probing(u: Sequence[float] | np.ndarray, agent: Agent,
+def naive_probing(u: Sequence[float] | np.ndarray, agent: Agent | Sequence[Agent],
                   T: int | Sequence[int] | np.ndarray, *, probes: int | Sequence[int] = 8,
                   design: str | Sequence[str] = "flip") -> np.ndarray:
     """The baseline: learn the utilities by bisection on a payment, one action at a time.
@@ -625,7 +675,7 @@ def naive_probing(u: Sequence[float] | np.ndarray, agent: Agent,
 
     Args:
         u: utilities, shape ``(m,)`` or ``(rows, m)``.
-        agent: the agent's algorithm.
+        agent: the agent's algorithm, one for all rows or one per row.
         T: rounds available, one value or one per row (rows run in lockstep).
         probes: bisection steps per action, one value or one per row.
         design: ``"flip"`` or ``"pairwise"``, one value or one per row.
@@ -633,9 +683,9 @@ def naive_probing(u: Sequence[float] | np.ndarray, agent: Agent,
     Returns:
         The estimates (centred), shape ``(rows, m)``.
     """
-    agent = _check_agent("agent", agent)
     util = np.atleast_2d(np.asarray(u, dtype=float))
     rows, m = util.shape
+    agents = _row_agents("agent", agent, rows)
     designs = [design] * rows if isinstance(design, str) else list(design)
     if len(designs) != rows:
         raise ValueError(f"design must be one value or one per row ({rows}); got {len(designs)}")
@@ -654,10 +704,8 @@ def naive_probing(u: Sequence[float] | np.ndarray, agent: Agent,
         check_int("T", int(h), int(q * k))
     util = util - util.mean(axis=1, keepdims=True)
     length = horizon // (n_probed * K)                   # rounds per probe, per row
-    bank = agent.bank(rows, 1, m)
+    bank = _single_bank(agents, util)
     ctx = np.zeros(rows, dtype=int)
-    if agent.head_start:
-        bank.warm_up(util, agent.head_start)
     lo = np.where(pair, -2.0, 0.0)[:, None] * np.ones((rows, m))
     hi = np.full((rows, m), 2.0)
     r = np.arange(rows)
@@ -1082,43 +1130,68 @@ class SteerResult:
 
 
 def _steer(games: Sequence[NormalFormGame], agents: Sequence[Agent], objectives: np.ndarray,
-           T: int, rules: Sequence[str], seed: int, *, margin: float, record: bool = False
-           ) -> SteerResult:
-    """Steering for a batch of games with the same shape; ``rules[r]`` is row r's variant."""
+           T: int | Sequence[int] | np.ndarray, rules: Sequence[str], seed: int, *, margin: float,
+           record: bool = False) -> SteerResult:
+    """Steering for a batch of games with the same shape; ``rules[r]`` is row r's variant.
+
+    ``T`` is one horizon or one per row. Rows with different horizons are independent runs that
+    share the loop over rounds: each horizon's rows learn with their own ``L`` and draw their
+    recommendations from their own generator seeded by ``seed``, exactly as in a call of their
+    own. ``record`` keeps the paths of the rows of the longest horizon.
+    """
     from iclr_lab.core.progress import progress
 
     rows = len(games)
     shape = games[0].shape
     n = len(shape)
+    phases = games[0].phases
     U = np.stack([g.utilities for g in games])
     arena = _Arena(U, agents, _contexts(shape))
-    L = max(2, math.ceil(math.sqrt(T) / games[0].phases))
+    horizon = np.broadcast_to(np.asarray(T, dtype=int), (rows,)).copy()
+    T_max = int(horizon.max())
+    groups = [horizon == h for h in np.unique(horizon)]      # the rows of each horizon
+    L = np.array([max(2, math.ceil(math.sqrt(h) / phases)) for h in horizon])
     learns = np.array([r in ("dominance", "cep") for r in rules])
     value = np.zeros(rows)
     estimate = U.copy()
     eps = np.zeros(rows)
     err = np.zeros(rows)
-    learn_rounds = np.where(learns, L * games[0].phases, 0)
-    marks = set(np.unique(np.geomspace(1, T, 200).astype(int)).tolist()) if record else set()
+    learn_rounds = np.where(learns, L * phases, 0)
+    marks = set(np.unique(np.geomspace(1, T_max, 200).astype(int)).tolist()) if record else set()
+    recorded = np.flatnonzero(horizon == T_max) if record else np.zeros(0, dtype=int)
     paths: list[list[float]] = []
-    if learns.any():
+    for group in groups:
+        sel = learns & group
+        if not sel.any():
+            continue
         sub = _Arena.__new__(_Arena)                       # the learning rows only, same learners
-        sub.U, sub.rows, sub.n, sub.shape = U[learns], int(learns.sum()), n, shape
-        sub.banks = [_sub_bank(b, learns) for b in arena.banks]
-        res = _learn(sub, L, ["shared"] * sub.rows, objective=objectives[learns],
-                     record_at=marks)
+        sub.U, sub.rows, sub.n, sub.shape = U[sel], int(sel.sum()), n, shape
+        sub.banks = [_sub_bank(b, sel) for b in arena.banks]
+        h = int(horizon[sel][0])
+        res = _learn(sub, int(L[sel][0]), ["shared"] * sub.rows, objective=objectives[sel],
+                     record_at=marks if h == T_max else set())
         for b, s in zip(arena.banks, sub.banks, strict=True):
-            _merge_bank(b, s, learns)
-        where = np.flatnonzero(learns)
+            _merge_bank(b, s, sel)
+        where = np.flatnonzero(sel)
         for t, xs in res.strategies:
             paths += [[int(r), t, *[float(x[j, 0]) for x in xs]] for j, r in enumerate(where)]
-        value[learns] = res.value
-        estimate[learns] = res.estimate
-        eps[learns] = res.spread
-        err[learns] = res.error
+        value[sel] = res.value
+        estimate[sel] = res.estimate
+        eps[sel] = res.spread
+        err[sel] = res.error
     slack = margin + 2.0 * eps
-    ceps = [optimal_cep(estimate[r], objectives[r]) for r in range(rows)]
-    F_star = np.array([optimal_cep(U[r], objectives[r]).value for r in range(rows)])
+    # one linear programme per distinct (game, objective): rows that share a game share its CEP
+    # (the true game's for every horizon; the learned one for both learning rules)
+    solved: dict[bytes, CorrelatedEquilibrium] = {}
+
+    def cep(u: np.ndarray, objective: np.ndarray) -> CorrelatedEquilibrium:
+        key = u.tobytes() + objective.tobytes()
+        if key not in solved:
+            solved[key] = optimal_cep(u, objective)
+        return solved[key]
+
+    ceps = [cep(estimate[r], objectives[r]) for r in range(rows)]
+    F_star = np.array([cep(U[r], objectives[r]).value for r in range(rows)])
     profiles = list(itertools.product(*[range(m) for m in shape]))
     # payment tables for every row and every recommendable profile
     tables = np.zeros((rows, len(profiles), n, *shape))
@@ -1132,16 +1205,19 @@ def _steer(games: Sequence[NormalFormGame], agents: Sequence[Agent], objectives:
     nets = objectives[:, None] - tables.sum(axis=2)          # (rows, profiles, *shape)
     mus = np.stack([c.mu.ravel() for c in ceps])
     cdf = np.cumsum(mus, axis=1)
-    pure = bool(np.all(mus.max(axis=1) > 1 - 1e-9))
+    # the horizons whose every recommendation is pure draw nothing; the others draw every round
+    mixed = [(g, int(horizon[g][0]), np.random.default_rng(seed)) for g in groups
+             if not np.all(mus[g].max(axis=1) > 1 - 1e-9)]
     prof_arr = np.array(profiles)
-    rng = np.random.default_rng(seed)
-    steps = T - learn_rounds                               # steering rounds of each row
+    steps = horizon - learn_rounds                         # steering rounds of each row
     steer_value = np.zeros(rows)
     silent = np.array([r == "none" for r in rules])
     obey = np.zeros(rows)
-    tail = T // 10                                         # obedience is measured over these
+    tail = horizon // 10                                   # obedience is measured over these
     r_idx = np.arange(rows)
     k = np.argmax(mus, axis=1)
+    # the loop rounds t at which a recorded row is at a marked round t + learn_rounds of its run
+    mark_steps = {m - int(lr) for m in marks for lr in set(learn_rounds[recorded].tolist())}
 
     def draw(k: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, np.ndarray]:
         rec = prof_arr[k]                                    # (rows, n)
@@ -1150,11 +1226,15 @@ def _steer(games: Sequence[NormalFormGame], agents: Sequence[Agent], objectives:
 
     rec, ctx, total_k, net_k = draw(k)                       # fixed when every mu is pure
     # The learning rows already played their first learn_rounds rounds; they play the steering
-    # rounds t = 1..T - learn_rounds of this loop and sit out its last learn_rounds rounds.
-    for t in progress(range(1, T + 1), desc="steering", total=T):
+    # rounds t = 1..T - learn_rounds of this loop and sit out its last learn_rounds rounds (and
+    # every row sits out the rounds past its horizon).
+    for t in progress(range(1, T_max + 1), desc="steering", total=T_max):
         active = t <= steps
-        if not pure:
-            k = np.minimum((rng.uniform(size=(rows, 1)) > cdf).sum(axis=1), len(profiles) - 1)
+        if mixed:
+            for g, h, rng in mixed:
+                if t <= h:
+                    k[g] = np.minimum((rng.uniform(size=(int(g.sum()), 1)) > cdf[g]).sum(axis=1),
+                                      len(profiles) - 1)
             rec, ctx, total_k, net_k = draw(k)
         xs, val = arena.play_tables(ctx, total_k, net_k, None if active.all() else active)
         val = np.where(active, val, 0.0)
@@ -1162,13 +1242,13 @@ def _steer(games: Sequence[NormalFormGame], agents: Sequence[Agent], objectives:
         steer_value += val
         last = active & (t > steps - tail)                  # each row's last T // 10 rounds
         obey += np.where(last, np.prod([xs[i][r_idx, rec[:, i]] for i in range(n)], axis=0), 0)
-        if marks:
+        if t in mark_steps:
             rounds = t + learn_rounds                        # the round of the whole run
-            paths += [[r, int(rounds[r]), *[float(x[r, 0]) for x in xs]] for r in range(rows)
-                      if active[r] and int(rounds[r]) in marks]
-    return SteerResult(F=value / T, F_steer=steer_value / np.maximum(steps, 1), F_star=F_star,
-                       learn_rounds=learn_rounds, eps_hat=eps, error=err,
-                       obey=obey / max(tail, 1), paths=np.array(paths).reshape(-1, 2 + n))
+            paths += [[int(r), int(rounds[r]), *[float(x[r, 0]) for x in xs]]
+                      for r in recorded if active[r] and int(rounds[r]) in marks]
+    return SteerResult(F=value / horizon, F_steer=steer_value / np.maximum(steps, 1),
+                       F_star=F_star, learn_rounds=learn_rounds, eps_hat=eps, error=err,
+                       obey=obey / np.maximum(tail, 1), paths=np.array(paths).reshape(-1, 2 + n))
 
 
 def _sub_bank(bank: LearnerBank, keep: np.ndarray) -> LearnerBank:
