@@ -635,7 +635,7 @@ class Report:
     def _repr_html_(self) -> str:
         """The scorecard as one compact HTML table (notebooks, the book) that fits a page's width.
 
-        A verdict line, then one row per claim: kind, verdict badge, measured median [min-max over
+        A verdict line, then one row per claim: verdict badge and kind, measured median [min-max over
         seeds], the control's value (its name under it), the bound and where it came from, and in
         how many seed blocks the claim held. The statement, the paper's number, the regime and the
         per-seed values open from the claim's name (a ``<details>`` element), so a dozen claims fit
@@ -649,7 +649,8 @@ class Report:
             word = "FAIL" if c.status == "FAIL" else self.verdict_of(c)
             bg, fg = _BADGES.get(word, _BADGES["not judged"])
             badge = (f'<span style="background:{bg};color:{fg};padding:0 6px;border-radius:9px;'
-                     f'font-size:0.82em">{esc(word)}</span>')
+                     f'font-size:0.82em;white-space:nowrap">{esc(word)}</span>'
+                     + small.format(esc(c.kind)))
             detail = [esc(c.statement)]
             if c.paper:
                 detail.append(f"<i>Paper:</i> {esc(c.paper)}")
@@ -665,7 +666,9 @@ class Report:
                               f"{len(c.per_seed)} (values {', '.join(f'{v:.3g}' for v in c.per_seed)})")
             detail.append(f"<i>Threshold:</i> {esc(SOURCE_MEANING[c.source])}. <i>Status:</i> "
                           f"{esc(c.status)}{'' if c.expected else ' (not expected to hold)'}.")
-            name = (f"<details><summary><code style='overflow-wrap:anywhere'>{esc(c.name)}</code>"
+            # a long name breaks after an underscore, never inside a word
+            name = (f"<details><summary><code style='overflow-wrap:break-word'>"
+                    f"{esc(c.name).replace('_', '_<wbr>')}</code>"
                     f"</summary><div style='font-size:0.9em;max-width:46em'>{'<br>'.join(detail)}"
                     "</div></details>")
             source = esc(c.source) if c.source != "pilot" else "<b>pilot</b>"
@@ -675,7 +678,6 @@ class Report:
             if c.stability and c.stability.control_fails is not None:
                 blocks += small.format(f"control fails {c.stability.control_fails}")
             rows.append("<tr>" + "".join(td.format(style, content) for style, content in (
-                ("font-size:0.82em", esc(c.kind)),
                 ("", badge),
                 ("", name),
                 ("text-align:right", f"<b>{esc(c.value_text)}</b>"),
@@ -684,7 +686,7 @@ class Report:
                 ("text-align:right", blocks),
             )) + "</tr>")
         head = "".join(f"<th style='text-align:left;padding:2px 5px'>{h}</th>" for h in (
-            "kind", "verdict", "claim (click)", "measured", "control", "needed", "seed blocks"))
+            "verdict, kind", "claim (click)", "measured", "control", "needed", "seed blocks"))
         caption = (f"<caption style='caption-side:top;text-align:left'><b>{esc(self.headline())}</b>"
                    f"<br><span style='font-size:0.85em'>{esc(self.slug)} &middot; scale "
                    f"<code>{esc(self.scale)}</code> &middot; base seed {self.seed} &middot; "

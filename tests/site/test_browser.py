@@ -8,6 +8,7 @@ without network):
 * MathJax typeset the equations: no raw ``\\(`` or ``$$`` is left in the visible text;
 * moving a slider bound to a chart changes the chart (every chapter with one; VRAdam has one);
 * the console shows no error and no request left the machine;
+* the scorecard fits the page width (no horizontal scroll bar, verdict line not cut off);
 * a screenshot of the chapter's first chart is saved in ``_build/site-tests/`` as an artefact.
 
 Chromium is Debian's (``make site`` installs it with apt if it is missing); Playwright drives it
@@ -131,3 +132,18 @@ def test_a_bound_slider_moves_its_chart(chapter_page: tuple[Any, Page]) -> None:
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
     (ARTEFACTS / f"{chapter.slug}-slider-moved.png").write_bytes(after)
     assert before != after, f"{chapter.slug}: moving the slider to {target} did not change the chart"
+
+
+def test_the_scorecard_fits_the_page_width(chapter_page: tuple[Any, Page]) -> None:
+    """The glued scorecard needs no horizontal scroll bar and its verdict line is not cut off."""
+    chapter, page = chapter_page
+    wraps = page.page.locator(".iclr-lab-scorecard-wrap")
+    assert wraps.count() >= 1, f"{chapter.slug}: no scorecard on the page"
+    sizes = wraps.first.evaluate(
+        """w => { const c = w.querySelector('caption');
+                  return {scroll: w.scrollWidth, client: w.clientWidth,
+                          caption: c ? c.scrollWidth - c.clientWidth : 0}; }""")
+    assert sizes["scroll"] <= sizes["client"] + 1, (
+        f"{chapter.slug}: the scorecard scrolls sideways ({sizes['scroll']} px of content in a "
+        f"{sizes['client']} px box)")
+    assert sizes["caption"] <= 1, f"{chapter.slug}: the verdict line is cut off"
