@@ -196,6 +196,81 @@ def test_step_rows_are_independent_runs_with_common_random_numbers():
     assert n == both.n
 
 
+def _same_run(a: rl.Simulator, b: rl.Simulator) -> None:
+    """Two runs that must agree bit for bit: iterates, records and every counter."""
+    np.testing.assert_array_equal(a.x, b.x)
+    np.testing.assert_array_equal(a.grad_sq, b.grad_sq)  # NaN where a row diverged, in both
+    np.testing.assert_array_equal(a.steps, b.steps)
+    np.testing.assert_array_equal(a.sent_bytes, b.sent_bytes)
+    np.testing.assert_array_equal(a.idle, b.idle)
+    np.testing.assert_array_equal(a.wasted, b.wasted)
+    np.testing.assert_array_equal(a.delay_counts, b.delay_counts)
+    assert (a.k, a.computed, a.discarded, a.round_ends) == (b.k, b.computed, b.discarded, b.round_ends)
+
+
+@pytest.mark.parametrize("method", ["Ringleader", "Malenia", "naive ASGD"])
+def test_noise_levels_in_one_pass_equal_one_run_per_level(method):
+    # what reproduce() does for the main and the bias experiment: one pass with a noise level per
+    # row, split with rows(), gives each level exactly the run of its own (a large step diverges)
+    n, times, steps = 5, make_time_model("authors", 5, seed=2), [0.01, 0.3, 3.0]
+    both = run_method(method, _problem(n, noise=10.0), times, 300.0, steps * 2, seed=4,
+                      checkpoints=30, noise=[10.0] * 3 + [0.1] * 3)
+    for e, sigma in enumerate((10.0, 0.1)):
+        alone = run_method(method, _problem(n, noise=sigma), times, 300.0, steps, seed=4,
+                           checkpoints=30)
+        _same_run(both.rows(3 * e, 3 * e + 3), alone)
+    assert np.isnan(both.grad_sq[2, -1]) and not np.isnan(both.grad_sq[1, -1])
+    with pytest.raises(ValueError, match="noise"):
+        run_method(method, _problem(n), times, 10.0, steps, noise=[1.0, 2.0])
+
+
+def test_noise_vectors_are_each_workers_stream_one_draw_per_gradient():
+    # the simulator draws noise in blocks; every gradient must get the vector that one
+    # standard_normal(dim) call per gradient on its worker's generator gives
+    n, dim, seed = 3, 4, 7
+    problem = _problem(n, dim, noise=0.5)
+    got: list[tuple[int, np.ndarray]] = []
+
+    def collect(sim: rl.Simulator) -> None:  # no updates: every gradient is taken at x0
+        for i in range(n):
+            sim.send(i)
+        while True:
+            i, g, _ = sim.arrival()
+            got.append((i, g[0].copy()))
+            sim.restart(i)
+
+    run_method(collect, problem, fixed_times(n, 1.0), 150.0, 0.1, seed=seed)
+    streams = [np.random.default_rng([seed, 2, i]) for i in range(n)]
+    assert len(got) > 64 * 2  # past the first block of the fastest worker
+    for i, g in got:
+        np.testing.assert_array_equal(g, problem.grad(problem.x0, i)
+                                      + 0.5 * streams[i].standard_normal(dim))
+
+
+@pytest.mark.parametrize("method", ["Ringleader", "IA²SGD", "naive ASGD"])
+def test_delay_histogram_counts_every_delay_used(method):
+    # delay_counts is binned when read: it must count each update's delays k - oldest, also when
+    # it is read in the middle of a run and the run goes on
+    n = 5
+    sim = rl.Simulator(_problem(n), fixed_times(n, 2.0), 0.01, 400.0)
+    delays: list[np.ndarray] = []
+    update = sim.update
+
+    def spy(direction, oldest=None, counts=None):
+        delays.append(sim.k - np.atleast_1d(oldest))
+        if len(delays) == 50:
+            assert sim.delay_counts.sum() == sum(d.size for d in delays[:-1])
+        update(direction, oldest, counts)
+
+    sim.update = spy  # type: ignore[method-assign]
+    with pytest.raises(rl.Horizon):
+        rl.METHODS[method](sim)
+    assert len(delays) > 50
+    expected = np.bincount(np.concatenate(delays))
+    np.testing.assert_array_equal(sim.delay_counts, expected)
+    assert sim.max_delay == expected.size - 1
+
+
 def test_theory_step():
     assert rl.theory_step(10, 1.0, 0.1, 4.0, 0.0) == pytest.approx(1 / 80)
     assert rl.theory_step(10, 1.0, 0.1, 4.0, 10.0) == pytest.approx(0.1 * 4 / (10 * 100))

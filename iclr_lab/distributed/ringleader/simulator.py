@@ -19,15 +19,25 @@ sequence number (first dispatched, first served), never by the worker's index.
 
 The model ``x`` is a batch of rows, one per step size: the arrival schedule never depends on the
 iterates, so one pass of the event loop runs a whole grid of step sizes. Each computed gradient
-draws one noise vector, shared by every row of the batch (common random numbers).
+draws one noise vector, shared by every row of the batch (common random numbers). Rows may also
+differ in their noise level (``Simulator(..., noise=[...])``): the noise vector is then scaled per
+row, so one pass serves two experiments that differ only in ``sigma`` (:meth:`Simulator.rows`
+splits the result).
+
+The event loop is the cost of a run (hundreds of thousands of arrivals on arrays of a few hundred
+floats), so its bookkeeping avoids per-event NumPy calls where the same numbers come out without
+them: noise vectors are drawn from each worker's generator in blocks (the same stream, vector by
+vector), the delay histogram is built once from the delays it is read from, and idle and wasted
+seconds are summed in Python floats (the same additions in the same order).
 """
 
 from __future__ import annotations
 
+import copy
 import heapq
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -80,6 +90,7 @@ class Quadratic:
     x_star: np.ndarray
     x0: np.ndarray
     noise: float
+    _rows: list[np.ndarray] = field(init=False, repr=False, compare=False)
 
     @classmethod
     def from_toy(cls, toy: Any) -> Quadratic:
@@ -95,10 +106,14 @@ class Quadratic:
     def n_workers(self) -> int:
         return int(self.centers.shape[0])
 
+    def __post_init__(self) -> None:
+        # the centres as row views, so that a gradient does not index the array each time
+        object.__setattr__(self, "_rows", list(self.centers))
+
     def grad(self, x: Any, rank: int | None = None) -> Any:
         """Worker ``rank``'s gradient, or the global one (``rank=None``), at ``x`` of shape
         ``(..., dim)``."""
-        c = self.x_star if rank is None else self.centers[rank]
+        c = self.x_star if rank is None else self._rows[rank]
         return self.eigenvalues * (x - c)
 
     def with_noise(self, noise: float) -> Quadratic:
@@ -107,16 +122,12 @@ class Quadratic:
                          check_range("noise", noise, 0.0))
 
 
+#: noise vectors drawn at a time from a worker's generator (the same stream as one draw per gradient)
+_NOISE_BLOCK = 64
+
+
 class Horizon(Exception):  # noqa: N818 - it is a signal, not an error
     """Raised inside a method's loop when the next arrival would come after the horizon."""
-
-
-@dataclass
-class _Job:
-    point: np.ndarray  # the model rows the worker was sent (never mutated: updates make new arrays)
-    k: int  # the iteration of that point
-    start: float
-    version: int
 
 
 class Simulator:
@@ -140,11 +151,14 @@ class Simulator:
         record_jobs: keep one record per gradient (worker, start, end, fate) for timeline charts.
         diverged: a row whose ``||grad f||^2`` exceeds this multiple of its start value is stopped
             (its step set to 0) and recorded as NaN from then on.
+        noise: the gradient noise's standard deviation per coordinate, one value per row of the
+            batch (``None``: ``problem.noise`` for every row). Every row still shares one noise
+            vector per gradient, scaled by its own value.
     """
 
     def __init__(self, problem: Problem, times: TimeModel, steps: float | Sequence[float] | np.ndarray,
                  horizon: float, *, seed: int = 0, checkpoints: int = 200, record_jobs: bool = False,
-                 diverged: float = 1e8) -> None:
+                 diverged: float = 1e8, noise: Sequence[float] | np.ndarray | None = None) -> None:
         self.problem = problem
         self.n = check_int("problem.n_workers", problem.n_workers, 1)
         if times.n != self.n:
@@ -160,6 +174,18 @@ class Simulator:
         self.horizon = check_range("horizon", horizon, 0.0, math.inf, low_open=True)
         seed = check_int("seed", seed, 0)
         self.noise = check_range("problem.noise", problem.noise, 0.0)
+        # one noise level per row, as a column (None: problem.noise for every row); a row's
+        # noise is level * z, the same product, element by element, as with one level
+        self._levels: np.ndarray | None = None
+        if noise is not None:
+            levels = np.asarray(noise, dtype=float)
+            if levels.shape != steps_.shape:
+                raise ValueError(f"noise must have one value per step size ({steps_.size}), got "
+                                 f"shape {levels.shape}")
+            for s in levels:
+                check_range("noise", float(s), 0.0)
+            self._levels = levels[:, None].copy()
+        self._noisy = bool(self.noise) if self._levels is None else bool(self._levels.any())
         self.dim = check_int("problem.dim", problem.dim, 1)
         self.x0 = np.asarray(problem.x0, dtype=float)
         self.x = np.tile(self.x0, (steps_.size, 1))
@@ -167,29 +193,37 @@ class Simulator:
         self.now = 0.0
         self._heap: list[tuple[float, int, int, int]] = []
         self._seq = 0
-        self._jobs: list[_Job | None] = [None] * self.n
+        # per worker, its gradient in flight as (point, iteration of the point, start, version):
+        # the point is the model rows it was sent (never mutated: updates make new arrays)
+        self._jobs: list[tuple[np.ndarray, int, float, int] | None] = [None] * self.n
         self._version = [0] * self.n
         self._held = [-1] * self.n  # the iteration of the point each worker holds (-1: none yet)
         self._held_point: list[np.ndarray | None] = [None] * self.n
         self._free_since = [0.0] * self.n
         self._time_rng = [np.random.default_rng([seed, 1, i]) for i in range(self.n)]
         self._noise_rng = [np.random.default_rng([seed, 2, i]) for i in range(self.n)]
+        self._noise_buf: list[np.ndarray] = [np.zeros((0, self.dim))] * self.n
+        self._noise_pos = [0] * self.n
         # counters
         self.computed = 0  # gradients delivered to the server
         self.discarded = 0  # gradients dropped before they were delivered
         self.uploads = 0
         self.downloads = 0
-        self.idle = np.zeros(self.n)  # seconds each worker spent waiting for work
-        self.wasted = np.zeros(self.n)  # seconds spent on gradients that were discarded
-        self.delay_counts = np.zeros(1, dtype=np.int64)  # histogram of the delays used in updates
+        self._idle = [0.0] * self.n  # seconds each worker spent waiting for work
+        self._wasted = [0.0] * self.n  # seconds spent on gradients that were discarded
+        self._delay_counts = np.zeros(1, dtype=np.int64)  # histogram of the delays folded so far
+        self._delays: list[int] = []  # delays of single gradients not yet folded into it
+        self._delay_arrays: list[np.ndarray] = []  # delays of whole tables not yet folded
         self.round_ends: list[tuple[float, int, float]] = []  # (time, k, smallest harmonic batch)
         self._round_harmonic = math.inf
         # records at the checkpoints
         check_int("checkpoints", checkpoints, 1)
         self.checkpoint_times = np.linspace(0.0, self.horizon, checkpoints + 1)
+        self._times_list = self.checkpoint_times.tolist()
         self.grad_sq = np.full((steps_.size, checkpoints + 1), np.nan)
         self.sent_bytes = np.zeros(checkpoints + 1)
         self._c = 0
+        self._next_checkpoint = 0.0  # checkpoint_times[_c], inf once every checkpoint is recorded
         self._limit = check_range("diverged", diverged, 1.0) * self._grad_sq(self.x).max()
         self.stopped = np.zeros(steps_.size, dtype=bool)
         self.jobs: list[dict[str, Any]] | None = [] if record_jobs else None
@@ -221,10 +255,10 @@ class Simulator:
         self._jobs[i] = None
         self._free_since[i] = self.now
         self.discarded += 1
-        self.wasted[i] += self.now - job.start
+        self._wasted[i] += self.now - job[2]
         if self.jobs is not None:
-            self.jobs.append({"worker": i, "start": job.start, "end": self.now, "fate": "discarded",
-                              "k": job.k})
+            self.jobs.append({"worker": i, "start": job[2], "end": self.now, "fate": "discarded",
+                              "k": job[1]})
 
     def arrival(self) -> tuple[int, np.ndarray, int]:
         """Wait for the next gradient: ``(worker, gradient rows, iteration of its point)``.
@@ -245,21 +279,32 @@ class Simulator:
                 raise Horizon
             heapq.heappop(heap)
             break
-        self._record_until(t)
+        if self._next_checkpoint < t:  # what _record_until(t) checks first, without the call
+            self._record_until(t)
         self.now = t
         job = self._jobs[i]
         assert job is not None
         self._jobs[i] = None
         self._free_since[i] = t
-        g = self.problem.grad(job.point, i)
-        if self.noise:
-            g = g + self.noise * self._noise_rng[i].standard_normal(self.dim)
+        point, k = job[0], job[1]
+        g = self.problem.grad(point, i)
+        if self._noisy:
+            # the next vector of worker i's stream
+            pos = self._noise_pos[i]
+            buf = self._noise_buf[i]
+            if pos == len(buf):
+                buf = self._noise_buf[i] = self._noise_block(i)
+                pos = 0
+            self._noise_pos[i] = pos + 1
+            # one level: the block is already scaled; one level per row: scale the vector here
+            # (scaling the block would make it rows times larger)
+            g = g + (buf[pos] if self._levels is None else self._levels * buf[pos])
         self.computed += 1
         self.uploads += 1
         if self.jobs is not None:
-            self._last = {"worker": i, "start": job.start, "end": t, "fate": "used", "k": job.k}
+            self._last = {"worker": i, "start": job[2], "end": t, "fate": "used", "k": k}
             self.jobs.append(self._last)
-        return i, g, job.k
+        return i, g, k
 
     def fate(self, label: str) -> None:
         """Label the gradient just received (timeline charts only): ``phase 1``, ``update``,
@@ -279,14 +324,13 @@ class Simulator:
                 per round (``ringleader-eq-step``).
         """
         self.x = self.x - self._step_col * direction  # a new array: dispatched points stay intact
-        if oldest is not None:
-            d = self.k - np.atleast_1d(oldest)
-            if d.size and d.max() >= self.delay_counts.size:
-                self.delay_counts = np.concatenate(
-                    [self.delay_counts, np.zeros(int(d.max()) + 1 - self.delay_counts.size, np.int64)])
-            self.delay_counts += np.bincount(d, minlength=self.delay_counts.size)
+        # the delays are kept and binned when delay_counts is read (the same histogram)
+        if isinstance(oldest, np.ndarray):
+            self._delay_arrays.append(self.k - oldest)  # a new array: the table's stays its own
+        elif oldest is not None:
+            self._delays.append(self.k - int(oldest))
         if counts is not None:
-            self._round_harmonic = min(self._round_harmonic, len(counts) / float(np.sum(1.0 / counts)))
+            self._round_harmonic = min(self._round_harmonic, len(counts) / float((1.0 / counts).sum()))
         self.k += 1
         self.update_times.append(self.now)
 
@@ -302,8 +346,46 @@ class Simulator:
         self._record_until(self.horizon, inclusive=True)
         for i in range(self.n):
             if self._jobs[i] is None:
-                self.idle[i] += self.horizon - self._free_since[i]
+                self._idle[i] += self.horizon - self._free_since[i]
         self.now = self.horizon
+
+    @property
+    def idle(self) -> np.ndarray:
+        """Seconds each worker spent waiting for work."""
+        return np.array(self._idle)
+
+    @property
+    def wasted(self) -> np.ndarray:
+        """Seconds each worker spent on gradients that were discarded."""
+        return np.array(self._wasted)
+
+    @property
+    def delay_counts(self) -> np.ndarray:
+        """Histogram of the delays ``k - oldest`` of the gradients used in updates
+        (``ringleader-eq-delay``): entry ``d`` counts the gradients used ``d`` updates late."""
+        pending = [np.asarray(self._delays, dtype=np.int64), *self._delay_arrays]
+        d = np.concatenate(pending)
+        if d.size:
+            counts = np.bincount(d, minlength=self._delay_counts.size)
+            counts[:self._delay_counts.size] += self._delay_counts
+            self._delay_counts = counts  # a new array: one returned before stays as it was
+            self._delays, self._delay_arrays = [], []
+        return self._delay_counts
+
+    def rows(self, start: int, stop: int) -> Simulator:
+        """The run of rows ``start:stop`` alone: the same schedule and counters, with the model,
+        step sizes, noise levels and ``||grad f||^2`` records of those rows only (a finished run
+        of several noise levels, split into one run per level)."""
+        out = copy.copy(self)
+        # the counters are shared by every row: each part gets its own copy
+        out._delay_counts, out._delays, out._delay_arrays = self.delay_counts.copy(), [], []
+        out._idle, out._wasted = list(self._idle), list(self._wasted)
+        sl = slice(start, stop)
+        out.steps, out.x, out.grad_sq = self.steps[sl], self.x[sl], self.grad_sq[sl]
+        out.stopped, out._step_col = self.stopped[sl], self._step_col[sl]
+        if self._levels is not None:
+            out._levels = self._levels[sl]
+        return out
 
     @property
     def max_delay(self) -> int:
@@ -322,19 +404,27 @@ class Simulator:
             raise RuntimeError(f"worker {i} is still computing: discard() its gradient first")
         point = self._held_point[i]
         assert point is not None
-        self.idle[i] += self.now - self._free_since[i]
+        self._idle[i] += self.now - self._free_since[i]
         finish = self.times.finish(i, self.now, self._time_rng[i])
-        self._jobs[i] = _Job(point, self._held[i], self.now, self._version[i])
+        self._jobs[i] = (point, self._held[i], self.now, self._version[i])
         heapq.heappush(self._heap, (finish, self._seq, i, self._version[i]))
         self._seq += 1
+
+    def _noise_block(self, i: int) -> np.ndarray:
+        """The next noise vectors of worker ``i``, row ``b`` the ``b``-th next ``z`` of its stream
+        (times the noise level when there is one level). ``standard_normal((B, dim))`` is ``B``
+        draws of ``standard_normal(dim)`` in a row, so every gradient gets the vector (and the
+        product) that a draw of its own would give it."""
+        z = self._noise_rng[i].standard_normal((_NOISE_BLOCK, self.dim))
+        return z if self._levels is not None else self.noise * z
 
     def _grad_sq(self, x: np.ndarray) -> np.ndarray:
         g = self.problem.grad(x)
         return np.asarray((g * g).sum(axis=-1), dtype=float)
 
     def _record_until(self, t: float, inclusive: bool = False) -> None:
-        times = self.checkpoint_times
-        while self._c < times.size and (times[self._c] < t or (inclusive and times[self._c] <= t)):
+        times = self._times_list
+        while self._c < len(times) and (times[self._c] < t or (inclusive and times[self._c] <= t)):
             with np.errstate(over="ignore", invalid="ignore"):
                 value = self._grad_sq(self.x)
             bad = ~(value <= self._limit)  # NaN or too large: this row diverged
@@ -345,6 +435,7 @@ class Simulator:
             self.grad_sq[:, self._c] = value
             self.sent_bytes[self._c] = (self.uploads + self.downloads) * self.dim * self.bytes_per_float
             self._c += 1
+        self._next_checkpoint = times[self._c] if self._c < len(times) else math.inf
 
 
 # ------------------------------------------------------------------------------------------------
@@ -523,7 +614,8 @@ def ia2sgd(sim: Simulator) -> None:
     while True:
         i, g, k = sim.arrival()
         table.replace(i, g, k)
-        sim.update(table.average, table.oldest, table.count)
+        # no counts: they only feed the harmonic mean of a round, and IA²SGD has no rounds
+        sim.update(table.average, table.oldest)
         sim.send(i)
 
 
@@ -567,10 +659,12 @@ METHODS: dict[str, Callable[..., None]] = {
 
 def run_method(method: str | Callable[..., None], problem: Problem, times: TimeModel,
                horizon: float, steps: float | Sequence[float] | np.ndarray, *, seed: int = 0,
-               checkpoints: int = 200, record_jobs: bool = False, **options: Any) -> Simulator:
+               checkpoints: int = 200, record_jobs: bool = False,
+               noise: Sequence[float] | np.ndarray | None = None, **options: Any) -> Simulator:
     """Run ``method`` (a name of ``METHODS`` or a loop over a :class:`Simulator`) until
     ``horizon`` and return the simulator with everything it recorded.
 
+    ``noise`` gives each row of ``steps`` its own noise level (see :class:`Simulator`).
     ``options`` go to the method (``restart=`` for Ringleader, ``min_harmonic=`` for Malenia,
     ``batch=`` for Rennala).
     """
@@ -580,7 +674,7 @@ def run_method(method: str | Callable[..., None], problem: Problem, times: TimeM
     else:
         fn = method
     sim = Simulator(problem, times, steps, horizon, seed=seed, checkpoints=checkpoints,
-                    record_jobs=record_jobs)
+                    record_jobs=record_jobs, noise=noise)
     with np.errstate(over="ignore", invalid="ignore"):
         try:
             fn(sim, **options)
