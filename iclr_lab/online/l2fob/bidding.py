@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -64,6 +64,14 @@ ALPHA = 0.05
 # ----------------------------------------------------------------------------------------------
 # Auctions
 # ----------------------------------------------------------------------------------------------
+
+
+def _as_shape(x: ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
+    """``x`` as a float array of ``shape``: itself when it has that shape already (every round of
+    a simulation), else a read-only broadcast view (``np.broadcast_to`` costs more than the round's
+    arithmetic on a small bank)."""
+    a = np.asarray(x, dtype=float)
+    return a if a.shape == shape else np.broadcast_to(a, shape)
 
 
 @dataclass(frozen=True)
@@ -155,8 +163,8 @@ class Auction:
     def outcome(self, bid: ArrayLike, value: ArrayLike, competing: ArrayLike) -> Feedback:
         """Hold the auctions: one per entry of ``bid`` (``value`` and ``competing`` broadcast)."""
         b = np.atleast_1d(np.asarray(bid, dtype=float))
-        v = np.broadcast_to(np.asarray(value, dtype=float), b.shape)
-        d = np.broadcast_to(np.asarray(competing, dtype=float), b.shape)
+        v = _as_shape(value, b.shape)
+        d = _as_shape(competing, b.shape)
         win = (b > 0) & (b >= d)
         cost = np.where(win, self.payment(b, d), 0.0)
         gain = v - cost if self.reward == "utility" else v
@@ -196,7 +204,7 @@ class Auction:
         v = np.asarray(value, dtype=float)
         c = self.expected_cost(G)
         r = v * G - c if self.reward == "utility" else v * G
-        return r, np.broadcast_to(c, np.broadcast_shapes(np.shape(r), np.shape(c)))
+        return r, _as_shape(c, np.broadcast_shapes(np.shape(r), np.shape(c)))
 
     def optimistic(self, value: ArrayLike, G: np.ndarray,
                    eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -346,9 +354,15 @@ class CompetingBidOracle:
         self._cols = np.arange(self.n_grid)
         self._rows = np.arange(self.K)
 
+    def _keep(self, keep: np.ndarray) -> None:
+        """Keep only the bidders where ``keep`` is True (see :meth:`BiddingPolicy._keep`)."""
+        self.yes, self.seen = self.yes[keep], self.seen[keep]
+        self.K = int(keep.sum())
+        self._rows = np.arange(self.K)
+
     def cell(self, x: np.ndarray, step: float) -> np.ndarray:
         """Index of the first grid bid ``>= x`` (so that ``x <= b_j`` iff ``j >= cell``)."""
-        return np.clip(np.ceil(np.round(x / step, 9)), 0, self.n_grid - 1).astype(int)
+        return np.ceil((x / step).round(9)).clip(0, self.n_grid - 1).astype(int)
 
     def update(self, fb: Feedback, step: float) -> None:
         """Add one round of feedback for every bidder."""
@@ -374,14 +388,20 @@ class CompetingBidOracle:
                  alpha: float) -> tuple[np.ndarray, np.ndarray]:
         """``(G_hat, eps)``, both of shape ``(K, n)`` (``eps`` may be a read-only broadcast view);
         ``G_hat(0) = 0`` (a zero bid never wins)."""
+        G, eps = self._estimate(c_conf, _log_width(horizon, alpha))
+        return G, _as_shape(eps, G.shape)
+
+    def _estimate(self, c_conf: np.ndarray, log_width: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`estimate` with ``log_width = ln(2T/alpha)`` per bidder (shape ``(K, 1)``, see
+        :func:`_log_width`), which a bidder computes once per run; under full feedback ``eps`` has
+        shape ``(K, 1)`` (one width per bidder), which broadcasts over the grid."""
         if self.kind == "full":  # every round informs every bid: one count per bidder
             n1 = self.seen[:, :1]
             m1 = np.maximum(n1, 1.0)
             G1: np.ndarray = self.yes / m1
             G1[:, 0] = 0.0
-            w = np.sqrt(np.log(2.0 * horizon / alpha)[:, None] / (2.0 * m1))
-            e = np.minimum(1.0, np.where(n1 > 0, c_conf[:, None] * w, 1.0))
-            return G1, np.broadcast_to(e, G1.shape)
+            w = np.sqrt(log_width / (2.0 * m1))
+            return G1, np.minimum(1.0, np.where(n1 > 0, c_conf[:, None] * w, 1.0))
         n = self.seen
         m = np.maximum(n, 1.0)
         G: np.ndarray
@@ -390,7 +410,7 @@ class CompetingBidOracle:
             G = 1.0 - np.cumprod(1.0 - hazard, axis=1)
         else:
             G = np.where(n > 0, self.yes / m, 0.0)
-        width = np.sqrt(np.log(2.0 * horizon / alpha)[:, None] / (2.0 * m))
+        width = np.sqrt(log_width / (2.0 * m))
         eps = np.minimum(1.0, np.where(n > 0, c_conf[:, None] * width, 1.0))
         # win-only feedback: tighten the band with the monotonicity of G
         up = np.minimum.accumulate(np.minimum(G + eps, 1.0)[:, ::-1], axis=1)[:, ::-1]
@@ -404,6 +424,11 @@ class CompetingBidOracle:
 # ----------------------------------------------------------------------------------------------
 # Bidders
 # ----------------------------------------------------------------------------------------------
+
+
+def _log_width(horizon: np.ndarray, alpha: float) -> np.ndarray:
+    """``ln(2T/alpha)`` per bidder, shape ``(K, 1)``: the horizon's part of the confidence width."""
+    return np.log(2.0 * horizon / alpha)[:, None]
 
 
 def _nearest(x: np.ndarray, step: float, n: int) -> np.ndarray:
@@ -447,6 +472,20 @@ class BiddingPolicy:
         self.gamma = np.broadcast_to(self.gamma, (self.K,)).copy()
         self.auction: Auction | None = None
 
+    #: the attributes that hold one entry per copy (each class lists its own; see :meth:`_keep`)
+    _PER_COPY: tuple[str, ...] = ("rho", "gamma", "T", "budget", "spent", "_last")
+
+    def _keep(self, keep: np.ndarray) -> None:
+        """Keep only the copies where ``keep`` (shape ``(K,)``) is True, in their order, with their
+        state: a simulation drops the copies whose runs have ended (they would bid nothing until
+        the longest run ends), and every copy left goes on exactly as before, since each copy's
+        arithmetic is its own."""
+        for cls in type(self).__mro__:
+            for name in vars(cls).get("_PER_COPY", ()):
+                setattr(self, name, getattr(self, name)[keep])
+        self.K = int(keep.sum())
+        self.oracle._keep(keep)
+
     def _bank(self, x: np.ndarray) -> np.ndarray:
         return np.broadcast_to(x, (self.K,)).copy()
 
@@ -486,7 +525,7 @@ class BiddingPolicy:
         the spend can never pass ``B``: the hard stop. Ties go to the lower bid; bid 0 never wins.
         """
         auction = self._check_started()
-        v = np.broadcast_to(np.asarray(value, dtype=float), (self.K,))
+        v = _as_shape(value, (self.K,))
         if not (v.min() >= 0.0 and v.max() <= 1.0):  # NaN fails both comparisons
             raise ValueError(f"value must be in [0, 1], got {value!r}")
         score = self._scores(auction, v)
@@ -563,6 +602,14 @@ class L2FOB(BiddingPolicy):
             raise ValueError(f"queue must name one rule or one per copy ({self.K}), got {len(rules)}")
         self.signed = self._bank(np.array([rule == "signed" for rule in rules]))
 
+    _PER_COPY = ("eta_rho", "eta_gamma", "c_conf", "signed", "q_rho", "q_gamma", "_hist",
+                 "_next_rho", "_next_gamma", "_value", "_log_w")
+
+    def _keep(self, keep: np.ndarray) -> None:
+        super()._keep(keep)
+        self._rows = np.arange(self.K)
+        self._any_signed = bool(self.signed.any())
+
     def _reset(self) -> None:
         self.q_rho = np.zeros(self.K)
         self.q_gamma = np.zeros(self.K)
@@ -570,12 +617,16 @@ class L2FOB(BiddingPolicy):
         self._next_rho = np.zeros(self.K)
         self._next_gamma = np.zeros(self.K)
         self._value = np.zeros(self.K)
+        # constant over the run: the horizon's part of the width, the copies' row indices
+        self._log_w = _log_width(self.T, self.alpha)
+        self._rows = np.arange(self.K)
+        self._any_signed = bool(self.signed.any())
 
     def lookahead(self, auction: Auction, v: np.ndarray) -> dict[str, np.ndarray]:
         """Every term of ``l2fob-eq-score`` for every candidate bid (arrays of shape ``(K, n)``):
         ``r_hat``, the predicted overspend ``d_rho`` and ROI shortfall ``d_gamma``, the look-ahead
         queues ``Q_rho`` and ``Q_gamma``, and the ``score``."""
-        G, eps = self.oracle.estimate(self.c_conf, self.T, self.alpha)
+        G, eps = self.oracle._estimate(self.c_conf, self._log_w)
         r_hat, c_check = auction.optimistic(v[:, None], G, eps)
         if self.mode == "meanfield":
             # the contexts seen so far and the current one (added to the state in update())
@@ -610,13 +661,16 @@ class L2FOB(BiddingPolicy):
         bids = super().bid(value)
         if self.mode == "meanfield":  # the context joins the history in update()
             self._value = np.broadcast_to(np.asarray(value, dtype=float), (self.K,)).copy()
-        k, j = np.arange(self.K), self._last
+        k, j = self._rows, self._last
         la, signed = self._la, self.signed
-        self._next_rho = np.where(signed, np.maximum(0.0, self.q_rho + self.eta_rho * la["over"][k, j]),
-                                  la["Q_rho"][k, j])
-        self._next_gamma = np.where(
-            signed, np.maximum(0.0, self.q_gamma + self.eta_gamma * la["short"][k, j]),
-            la["Q_gamma"][k, j])
+        self._next_rho, self._next_gamma = la["Q_rho"][k, j], la["Q_gamma"][k, j]
+        if self._any_signed:  # the ablation's copies move by the signed prediction instead
+            self._next_rho = np.where(
+                signed, np.maximum(0.0, self.q_rho + self.eta_rho * la["over"][k, j]),
+                self._next_rho)
+            self._next_gamma = np.where(
+                signed, np.maximum(0.0, self.q_gamma + self.eta_gamma * la["short"][k, j]),
+                self._next_gamma)
         return bids
 
     def _learn(self, fb: Feedback) -> None:
@@ -654,12 +708,17 @@ class PrimalDual(BiddingPolicy):
         self.step = self._bank(_as_bank("step", step, 0.0, low_open=True))
         self.roi = self._bank(np.array(flags, dtype=bool))
 
+    _PER_COPY = ("step", "roi", "mu", "lam", "_no_conf", "_log_w")
+
     def _reset(self) -> None:
         self.mu = np.zeros(self.K)
         self.lam = np.zeros(self.K)
+        # the point estimate: no confidence width (its level is then immaterial)
+        self._no_conf = np.zeros(self.K)
+        self._log_w = _log_width(self.T, 0.5)
 
     def _scores(self, auction: Auction, v: np.ndarray) -> np.ndarray:
-        G, _ = self.oracle.estimate(np.zeros(self.K), self.T, 0.5)
+        G, _ = self.oracle._estimate(self._no_conf, self._log_w)
         r, c = auction.expected(v[:, None], G)
         lam = self.lam[:, None]
         return (1.0 + lam) * r - (self.mu[:, None] + lam * self.gamma[:, None]) * c
@@ -795,13 +854,31 @@ def fluid_optimum(env: Auction, rho: float, gamma: float, *, value_bins: int = 2
     reward subject to expected spend ``<= rho`` and expected reward ``>= gamma`` times expected
     spend, with the true distributions (``scipy.optimize.linprog``, HiGHS). ``value_bins`` equally
     likely values stand for the value distribution.
-    """
-    from scipy.optimize import linprog
-    from scipy.sparse import csr_matrix, kron
 
+    Each LP is solved once per process (the chapter asks for the paper setting's twice; a solve
+    takes most of a second) for the auction's class, reward, distributions and grid: the result is
+    a copy of the stored solution.
+    """
     rho = check_range("rho", rho, 0.0, low_open=True)
     gamma = check_range("gamma", gamma, 0.0, low_open=True)
     m = check_int("value_bins", value_bins, 1)
+    key = (type(env), env.reward, env.value_mean, env.value_sd, env.competing_mean,
+           env.competing_sd, env.grid.size, rho, gamma, m)
+    if key not in _FLUID:
+        _FLUID[key] = _solve_fluid(env, rho, gamma, m)
+    lp = _FLUID[key]
+    return replace(lp, policy=lp.policy.copy(), values=lp.values.copy())
+
+
+#: the fluid LPs solved so far, by auction model and (rho, gamma, value_bins)
+_FLUID: dict[tuple[Any, ...], FluidOptimum] = {}
+
+
+def _solve_fluid(env: Auction, rho: float, gamma: float, m: int) -> FluidOptimum:
+    """:func:`fluid_optimum` without the store: one HiGHS solve."""
+    from scipy.optimize import linprog
+    from scipy.sparse import csr_matrix, kron
+
     v = env.value_quantiles(m)
     n = env.grid.size
     R, C = env.expected(v[:, None], env.competing_cdf()[None, :])

@@ -125,37 +125,66 @@ def _streams(env: Auction, T: int, seeds: Sequence[int]) -> tuple[np.ndarray, np
 
 
 def _simulate(policy: BiddingPolicy, env: Auction, values: np.ndarray, competing: np.ndarray,
-              horizons: np.ndarray, n_points: int, desc: str) -> dict[str, np.ndarray]:
+              horizons: np.ndarray, n_points: int, desc: str,
+              compact: bool = True) -> dict[str, np.ndarray]:
     """Run a bank; ``values``/``competing`` have one column per copy. Returns final totals, the
     peak ROI violation, the number of wins and the median winning bid, and the trajectory at
-    ``n_points`` checkpoints of the longest run."""
+    ``n_points`` checkpoints of the longest run.
+
+    A copy whose run has ended bids nothing, so its totals are final: with ``compact`` the bank
+    drops it (``BiddingPolicy._keep``) and the rounds left cost only the copies still running.
+    Every number is the same either way (the test runs both)."""
     from iclr_lab.core.progress import progress
 
     T = values.shape[0]
     policy.start(env, horizons)
     K = policy.K
-    copies = np.arange(K)
-    cum_r, cum_c, peak = np.zeros(K), np.zeros(K), np.zeros(K)
-    won = np.zeros((K, env.grid.size))  # wins per grid bid
+    gamma = policy.gamma.copy()
+    # the totals of every copy; those of the copies still in the bank (``live``) are in ``cur``
+    final = {k: np.zeros(K) for k in ("reward", "spend", "peak")}
+    won_all = np.zeros((K, env.grid.size))  # wins per grid bid
+    live = np.arange(K)
+    cur = {k: np.zeros(K) for k in final}
+    won = np.zeros((K, env.grid.size))
+    v_seg, d_seg, t0 = values, competing, 0
+    ends = {int(h) for h in np.unique(horizons) if h < T} if compact else set()
+
+    def flush(rows: np.ndarray) -> None:
+        """Write the totals of the bank's copies ``rows`` into those of every copy."""
+        for k in final:
+            final[k][live[rows]] = cur[k][rows]
+        won_all[live[rows]] = won[rows]
+
     marks = set(np.unique(np.linspace(1, T, n_points).round().astype(int)).tolist())
     rows: list[np.ndarray] = []
     ts: list[int] = []
     for t in progress(range(T), desc=desc, total=T):
-        b = policy.bid(values[t])
-        fb = env.outcome(b, values[t], competing[t])
+        if t in ends:  # the runs of horizon t have ended: their totals are final
+            keep = policy.T > t
+            flush(~keep)
+            policy._keep(keep)
+            live = live[keep]
+            cur = {k: x[keep] for k, x in cur.items()}
+            won = won[keep]
+            v_seg, d_seg, t0 = values[t:, live], competing[t:, live], t
+        b = policy.bid(v_seg[t - t0])
+        fb = env.outcome(b, v_seg[t - t0], d_seg[t - t0])
         policy.update(fb)
-        cum_r += fb.reward
-        cum_c += fb.cost
-        won[copies, policy._last] += fb.win
-        peak = np.maximum(peak, policy.gamma * cum_c - cum_r)
+        cur["reward"] += fb.reward
+        cur["spend"] += fb.cost
+        won[np.arange(live.size), policy._last] += fb.win
+        cur["peak"] = np.maximum(cur["peak"], policy.gamma * cur["spend"] - cur["reward"])
         if t + 1 in marks:
+            flush(np.arange(live.size))
             ts.append(t + 1)
-            rows.append(np.stack([cum_r, cum_c, policy.gamma * cum_c - cum_r]))
-    wins = won.sum(axis=1)
-    half = np.argmax(np.cumsum(won, axis=1) >= wins[:, None] / 2.0, axis=1)
-    return {"reward": cum_r, "spend": cum_c, "peak": peak, "wins": wins,
-            "median_win_bid": np.where(wins > 0, env.grid[half], np.nan), "t": np.array(ts),
-            "trace": np.stack(rows)}  # trace: (points, 3, K)
+            rows.append(np.stack([final["reward"], final["spend"],
+                                  gamma * final["spend"] - final["reward"]]))
+    flush(np.arange(live.size))
+    wins = won_all.sum(axis=1)
+    half = np.argmax(np.cumsum(won_all, axis=1) >= wins[:, None] / 2.0, axis=1)
+    return {"reward": final["reward"], "spend": final["spend"], "peak": final["peak"],
+            "wins": wins, "median_win_bid": np.where(wins > 0, env.grid[half], np.nan),
+            "t": np.array(ts), "trace": np.stack(rows)}  # trace: (points, 3, K)
 
 
 def _bank_rows(method: str, steps: Sequence[float], seeds: Sequence[int],
