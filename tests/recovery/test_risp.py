@@ -4,6 +4,7 @@ restart, and the chapter's experiments."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -176,6 +177,98 @@ def test_record_false_keeps_only_the_end(small: Problem) -> None:
     tr = risp(small, iters=20, record=False)
     full = risp(small, iters=20)
     assert len(tr.value) == 1 and tr.value[0] == pytest.approx(full.value[-1])
+
+
+# ------------------------------------------------------------------ shared work, same bits
+# The solvers get F and grad F together at a recorded iterate (Problem.value_and_grad), reuse the
+# record's gradient as the step's when there is no momentum, and take image differences by slices.
+# These tests hold them to the plain path bit for bit: separate value and grad calls, np.roll.
+
+
+def _reference(problem: Problem, method: str, iters: int, **kw: float | None) -> dict[str, Any]:
+    """The solvers written out with a separate ``grad`` and ``value`` at every recorded iterate and
+    a fresh gradient at every step (the path before the shared work)."""
+    eta, x = 1.0 / problem.lipschitz, problem.start()
+    x_prev, j, moved, restarts = x, 0, 0.0, []
+    value, gn, ps = [], [], []
+    th = float(kw.get("theta") or 1.0)
+    b2 = kw.get("restart")
+    for k in range(iters + 1):
+        gn.append(float(np.linalg.norm(problem.grad(x))))
+        value.append(problem.value(x))
+        assert problem.truth is not None
+        ps.append(psnr(x, problem.truth))
+        if k == iters:
+            break
+        if method == "nesterov":
+            z = x + (j / (j + 3.0)) * (x - x_prev)
+            g = problem.grad(z)
+            x_new = z - eta * g
+            if float(np.vdot(g, x_new - x)) > 0:
+                x_prev, x, j = x_new, x_new, 0
+                restarts.append(k + 1)
+            else:
+                x_prev, x, j = x, x_new, j + 1
+            continue
+        z = x + (1.0 - th) * (x - x_prev)
+        x_new = z - eta * problem.grad(z)
+        j += 1
+        moved += float(np.sum((x_new - x) ** 2))
+        x_prev, x = x, x_new
+        if b2 is not None and j * moved > b2:
+            x_prev, j, moved = x, 0, 0.0
+            restarts.append(k + 1)
+    return {"x": x, "value": np.array(value), "grad_norm": np.array(gn), "psnr": np.array(ps),
+            "restarts": restarts}
+
+
+def test_image_differences_by_slices_are_the_rolls() -> None:
+    from iclr_lab.recovery.risp.method import _grad2, _grad2_adjoint
+
+    rng = np.random.default_rng(8)
+    x, u, v = rng.standard_normal((3, 7, 9))
+    du, dv = _grad2(x)
+    assert np.array_equal(du, np.roll(x, -1, axis=1) - x)
+    assert np.array_equal(dv, np.roll(x, -1, axis=0) - x)
+    assert np.array_equal(_grad2_adjoint(u, v),
+                          (np.roll(u, 1, axis=1) - u) + (np.roll(v, 1, axis=0) - v))
+
+
+@pytest.mark.parametrize("kind", ["blur", "inpaint", "downsample"])
+def test_value_and_grad_is_value_and_grad(kind: str) -> None:
+    p = make_problem(16, kind=kind, seed=2)
+    x = np.random.default_rng(9).random((16, 16))
+    value, grad = p.value_and_grad(x)
+    assert value == p.value(x) and np.array_equal(grad, p.grad(x))
+    # a prior without a value_and_grad of its own: the problem calls its grad, then its value
+
+    class Plain:
+        lipschitz = p.prior.lipschitz
+        value = p.prior.value
+        grad = p.prior.grad
+
+    q = Problem(p.op, p.y, p.lam, Plain(), p.truth)
+    value, grad = q.value_and_grad(x)
+    assert value == p.value(x) and np.array_equal(grad, p.grad(x))
+
+
+@pytest.mark.parametrize(("method", "kw"), [
+    ("red", {}), ("risp", {"theta": 0.2, "restart": 0.05}), ("risp", {"theta": 1.0, "restart": 0.05}),
+    ("risp", {"theta": 0.002, "restart": 0.01}), ("risp", {"theta": 0.3, "restart": None}),
+    ("nesterov", {})])
+def test_solvers_equal_the_plain_path_bit_for_bit(small: Problem, method: str,
+                                                  kw: dict[str, float | None]) -> None:
+    solver = {"red": red, "risp": risp, "nesterov": nesterov_restart}[method]
+    tr = solver(small, iters=60, **kw)
+    ref = _reference(small, method, 60, **kw)
+    for name in ("x", "value", "grad_norm", "psnr"):
+        assert np.array_equal(getattr(tr, name), ref[name]), name
+    assert tr.restarts == ref["restarts"]
+    if method != "red":
+        assert tr.restarts or kw.get("restart") is None  # the no-momentum reuse ran
+    end = solver(small, iters=60, record=False, **kw)
+    assert np.array_equal(end.x, tr.x) and end.value[0] == tr.value[-1]
+    assert end.grad_norm[0] == tr.grad_norm[-1]
 
 
 # ------------------------------------------------------------------ bad arguments

@@ -146,6 +146,22 @@ def test_make_problem_estimates_the_step_and_red_descends() -> None:
     assert fast.grad_norm.min() < tr.grad_norm.min()
 
 
+def test_learned_runs_equal_the_plain_path_bit_for_bit() -> None:
+    # the solvers' shared work (F with grad F at a recorded iterate, the record's gradient reused
+    # when there is no momentum) gives the bits of separate calls with the learned prior too
+    from test_risp import _reference
+
+    from iclr_lab.recovery.risp import nesterov_restart
+
+    p = make_problem(16, seed=2, prior=LearnedPrior.load())
+    for method, solver, kw in (("risp", risp, {"theta": 0.2, "restart": 0.02}),
+                               ("nesterov", nesterov_restart, {})):
+        tr, ref = solver(p, iters=25, **kw), _reference(p, method, 25, **kw)
+        assert tr.restarts == ref["restarts"]
+        for name in ("x", "value", "grad_norm", "psnr"):
+            assert np.array_equal(getattr(tr, name), ref[name]), (method, name)
+
+
 # ------------------------------------------------------------------ training
 
 

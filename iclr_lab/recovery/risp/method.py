@@ -122,12 +122,29 @@ def make_operator(kind: str, shape: tuple[int, int], *, blur: float = 1.6, keep:
 
 
 def _grad2(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Periodic forward differences along the columns and the rows."""
-    return np.roll(x, -1, axis=1) - x, np.roll(x, -1, axis=0) - x
+    """Periodic forward differences along the columns and the rows: ``np.roll(x, -1, axis) - x``.
+
+    Written as slice differences into the result (the same subtractions of the same numbers, so
+    the same bits as the roll): ``np.roll`` copies the whole image first, and the differences run
+    twice per gradient in every solver's loop."""
+    u, v = np.empty_like(x), np.empty_like(x)
+    np.subtract(x[:, 1:], x[:, :-1], out=u[:, :-1])
+    np.subtract(x[:, :1], x[:, -1:], out=u[:, -1:])
+    np.subtract(x[1:], x[:-1], out=v[:-1])
+    np.subtract(x[:1], x[-1:], out=v[-1:])
+    return u, v
 
 
 def _grad2_adjoint(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    return (np.roll(u, 1, axis=1) - u) + (np.roll(v, 1, axis=0) - v)
+    """The adjoint of :func:`_grad2`, ``(np.roll(u, 1, 1) - u) + (np.roll(v, 1, 0) - v)``, by slices
+    as there."""
+    a, b = np.empty_like(u), np.empty_like(v)
+    np.subtract(u[:, :-1], u[:, 1:], out=a[:, 1:])
+    np.subtract(u[:, -1:], u[:, :1], out=a[:, :1])
+    np.subtract(v[:-1], v[1:], out=b[1:])
+    np.subtract(v[-1:], v[:1], out=b[:1])
+    a += b
+    return a
 
 
 class Prior(Protocol):
@@ -172,12 +189,24 @@ class CauchyPrior:
     def value(self, x: np.ndarray) -> float:
         """``g(x)``."""
         u, v = _grad2(x)
-        return 0.5 * self.mu * float(np.log1p((u * u + v * v) / self.delta**2).sum())
+        return self._value(u * u, v * v)
 
     def grad(self, x: np.ndarray) -> np.ndarray:
         """``grad g(x) = -S(x)``, minus the score."""
         u, v = _grad2(x)
-        wgt = self.mu / (self.delta**2 + u * u + v * v)
+        return self._grad(u, v, u * u, v * v)
+
+    def value_and_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """``(g(x), grad g(x))``, sharing the image differences (the recorders need both)."""
+        u, v = _grad2(x)
+        uu, vv = u * u, v * v
+        return self._value(uu, vv), self._grad(u, v, uu, vv)
+
+    def _value(self, uu: np.ndarray, vv: np.ndarray) -> float:
+        return 0.5 * self.mu * float(np.log1p((uu + vv) / self.delta**2).sum())
+
+    def _grad(self, u: np.ndarray, v: np.ndarray, uu: np.ndarray, vv: np.ndarray) -> np.ndarray:
+        wgt = self.mu / (self.delta**2 + uu + vv)
         return _grad2_adjoint(wgt * u, wgt * v)
 
 
@@ -210,6 +239,20 @@ class Problem:
     def grad(self, x: np.ndarray) -> np.ndarray:
         """``grad F(x) = lam A^T (A x - y) - S(x)``."""
         return self.lam * self.op.adjoint(self.op.forward(x) - self.y) + self.prior.grad(x)
+
+    def value_and_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """``(F(x), grad F(x))``, the same numbers as :meth:`value` and :meth:`grad`, with the
+        residual ``A x - y`` (and the prior's own work, when it has a ``value_and_grad``) computed
+        once: a recorded iteration needs both."""
+        r = self.op.forward(x) - self.y
+        both = getattr(self.prior, "value_and_grad", None)
+        if both is not None:
+            g_value, g_grad = both(x)
+        else:  # grad first: a learned prior keeps g at the point of its last gradient
+            g_grad = self.prior.grad(x)
+            g_value = self.prior.value(x)
+        return (0.5 * self.lam * float((r * r).sum()) + g_value,
+                self.lam * self.op.adjoint(r) + g_grad)
 
     def start(self) -> np.ndarray:
         """The starting point: the observation (upsampled by the adjoint for downsampling)."""
@@ -293,27 +336,34 @@ class Trace:
 
 
 class _Recorder:
+    """What a solver run records (:class:`Trace`): ``F``, ``||grad F||`` and PSNR at every iterate
+    (or, with ``record=False``, at the end point only) and the iterates in ``keep``."""
+
     def __init__(self, problem: Problem, iters: int, keep: tuple[int, ...], record: bool) -> None:
         self.p, self.record, self.keep = problem, record, set(keep)
         n = iters + 1 if record else 1
         self.value, self.gn, self.ps = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
         self.snaps: dict[int, np.ndarray] = {}
 
-    def __call__(self, k: int, x: np.ndarray, g: np.ndarray | None = None) -> None:
+    def __call__(self, k: int, x: np.ndarray) -> np.ndarray | None:
+        """Record iterate ``k``; returns ``grad F(x)`` when the record computed it (``None`` when
+        not recording), so that a solver stepping from ``x`` itself need not compute it again."""
         if k in self.keep:
             self.snaps[k] = x.copy()
         if not self.record:
-            return
-        g = self.p.grad(x) if g is None else g
-        self.value[k] = self.p.value(x)
+            return None
+        value, g = self.p.value_and_grad(x)
+        self.value[k] = value
         self.gn[k] = float(np.linalg.norm(g))
         if self.p.truth is not None:
             self.ps[k] = psnr(x, self.p.truth)
+        return g
 
     def trace(self, x: np.ndarray, restarts: list[int], evals: int) -> Trace:
         if not self.record:  # only the end point
-            self.value[0] = self.p.value(x)
-            self.gn[0] = float(np.linalg.norm(self.p.grad(x)))
+            value, g = self.p.value_and_grad(x)
+            self.value[0] = value
+            self.gn[0] = float(np.linalg.norm(g))
             self.ps[0] = psnr(x, self.p.truth) if self.p.truth is not None else np.nan
         return Trace(x, self.value, self.gn, self.ps, restarts, self.snaps, evals)
 
@@ -344,8 +394,9 @@ def red(problem: Problem, x0: np.ndarray | None = None, *, step: float | None = 
     x, eta, n = _check_common(problem, x0, step, iters)
     rec = _Recorder(problem, n, keep, record)
     for k in range(n):
-        g = problem.grad(x)
-        rec(k, x, g)
+        g = rec(k, x)  # the step's gradient, when the record computed it
+        if g is None:
+            g = problem.grad(x)
         x = x - eta * g
     rec(n, x)
     return rec.trace(x, [], n)
@@ -375,9 +426,13 @@ def risp(problem: Problem, x0: np.ndarray | None = None, *, step: float | None =
     rec = _Recorder(problem, n, keep, record)
     x_prev, j, moved, restarts = x, 0, 0.0, []
     for k in range(n):
-        rec(k, x, None if th < 1 else problem.grad(x))
+        g = rec(k, x)
         z = x + (1.0 - th) * (x - x_prev)
-        x_new = z - eta * problem.grad(z)
+        if g is None or (j > 0 and th < 1.0):
+            # with momentum z is not x; without (at the start, after a restart, or theta = 1) z is
+            # x to the last bit, and the record's gradient at x is the step's
+            g = problem.grad(z)
+        x_new = z - eta * g
         j += 1
         moved += float(np.sum((x_new - x) ** 2))
         x_prev, x = x, x_new
@@ -402,9 +457,11 @@ def nesterov_restart(problem: Problem, x0: np.ndarray | None = None, *, step: fl
     rec = _Recorder(problem, n, keep, record)
     x_prev, j, restarts = x, 0, []
     for k in range(n):
-        rec(k, x)
+        gx = rec(k, x)
         z = x + (j / (j + 3.0)) * (x - x_prev)
-        g = problem.grad(z)
+        # j = 0 (the start, or just after a restart): x_prev is x, so z is x to the last bit and
+        # the record's gradient at x is the step's
+        g = gx if gx is not None and j == 0 else problem.grad(z)
         x_new = z - eta * g
         if float(np.vdot(g, x_new - x)) > 0:
             x_prev, x, j = x_new, x_new, 0
