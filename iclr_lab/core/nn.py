@@ -1,6 +1,6 @@
 """Tiny torch building blocks shared by chapters: an MLP, a minibatch training loop, a one-hidden-layer
-MLP with its gradient written out (for the many small worker steps of Part II) and a learning-rate
-schedule.
+MLP with its gradient written out (for the many small worker steps of Part II), Adam's update for
+such written-out loops, and a learning-rate schedule.
 
 Importing this module imports torch; ``import iclr_lab`` never does.
 """
@@ -18,7 +18,8 @@ from iclr_lab.core.datasets import Split
 from iclr_lab.core.progress import progress
 from iclr_lab.core.validation import check_int
 
-__all__ = ["FlatMLP", "batch_indices", "evaluate", "mlp", "train_classifier", "warmup_cosine"]
+__all__ = ["FlatMLP", "adam_update", "batch_indices", "evaluate", "mlp", "train_classifier",
+           "warmup_cosine"]
 
 
 def mlp(sizes: Sequence[int], activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
@@ -97,6 +98,28 @@ def train_classifier(
         if not finite:
             break
     return pd.DataFrame(rows)
+
+
+def adam_update(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor,
+                exp_avg_sq: torch.Tensor, step: int, *, lr: float,
+                betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+    """Step ``step`` (1, 2, ...) of ``torch.optim.Adam`` (no weight decay, amsgrad or maximize) on
+    one tensor, in place: ``param``, its first and second moments ``exp_avg`` and ``exp_avg_sq``
+    (zeros before step 1). ``param`` must not require grad (or call this under
+    ``torch.no_grad()``); the function itself does not enter ``no_grad``, whose cost would show in
+    loops of thousands of tiny steps.
+
+    The operations are those of Adam's single-tensor path (the one it takes on CPU), in its order,
+    so a loop that writes out its gradient gets ``torch.optim.Adam``'s numbers bit for bit, without
+    the optimizer's per-step bookkeeping or the ``torch._dynamo`` import that its first construction
+    costs (about a CPU second); tests compare the two."""
+    beta1, beta2 = betas
+    exp_avg.lerp_(grad, 1 - beta1)
+    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    bias_correction1 = 1 - beta1 ** float(step)
+    bias_correction2_sqrt = (1 - beta2 ** float(step)) ** 0.5
+    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+    param.addcdiv_(exp_avg, denom, value=-(lr / bias_correction1))
 
 
 def warmup_cosine(t: int, peak: float, warmup: int, steps: int) -> float:

@@ -241,9 +241,10 @@ def _digits(sz: _Sizes, seed: int) -> pd.DataFrame:
     rows = []
     budget = sz.digit_steps * (1 + REFINE)
     cases = [(k, s) for k in range(sz.digit_seeds) for s in sz.digit_ss]
+    splits = {k: digits(seed=seed + k) for k in range(sz.digit_seeds)}  # one split per seed
     for k, s in progress(cases, desc="digits", total=len(cases)):
         sd = seed + k
-        split = digits(seed=sd)
+        split = splits[k]
         X = split.x_train.astype(float)
         y = (split.y_train % 2 == 0).astype(float)
         Xte = split.x_test.astype(float)
