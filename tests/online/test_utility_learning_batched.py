@@ -21,7 +21,9 @@ from iclr_lab.online.utility_learning import (
 )
 from iclr_lab.online.utility_learning.method import STEER_RULES, _steer
 
-AGENTS = [Hedge(), RegretMatching(), Hedge(head_start=30), BestResponse()]
+#: neighbours that differ only in their head start share one learner bank (warmed up row by row)
+AGENTS = [Hedge(), Hedge(head_start=30), RegretMatching(head_start=5), RegretMatching(),
+          BestResponse()]
 
 
 def _utilities(rows: int) -> np.ndarray:

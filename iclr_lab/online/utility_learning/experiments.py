@@ -144,11 +144,14 @@ def _single(sz: _Sizes, seeds: Sequence[int]) -> dict[str, pd.DataFrame]:
     trace: list[dict[str, Any]] = []
     marks = np.unique(np.geomspace(10, max(sz.Ts), 60).astype(int))
     names = list(cases)
-    # every agent's runs in one batch (one loop over rounds): block c of the rows is agent c's
-    run = pay_against(np.tile(u_rows, (len(names), 1)),
-                      [cases[name] for name in names for _ in grid], np.tile(T_rows, len(names)),
+    # every agent's runs in one batch (one loop over rounds): block c of the rows is agent
+    # order[c]'s, the two Hedge agents next to each other (one learner bank for both)
+    order = sorted(names, key=lambda name: cases[name].name)
+    run = pay_against(np.tile(u_rows, (len(order), 1)),
+                      [cases[name] for name in order for _ in grid], np.tile(T_rows, len(order)),
                       checkpoints=marks)
-    for c, name in enumerate(names):
+    for name in names:
+        c = order.index(name)
         for j, (k, T) in enumerate(grid):
             r = c * len(grid) + j
             rows.append({"seed": seeds[k], "agent": name, "method": ALG1, "T": T,
@@ -167,15 +170,18 @@ def _single(sz: _Sizes, seeds: Sequence[int]) -> dict[str, pd.DataFrame]:
     pgrid = [(k, T, K) for k, T in grid for K in sz.probes]
     dgrid = [(k, T, K, d) for d in PROBE_DESIGNS for k, T, K in pgrid]
     forgetful_rows = [(k, sz.T_claim, max(sz.probes), "flip") for k in range(len(seeds))]
-    batch = [(name, g) for name in names for g in dgrid] + [("", g) for g in forgetful_rows]
+    batch = [(name, g) for name in order for g in dgrid] + [("", g) for g in forgetful_rows]
     est = naive_probing(us[[g[0] for _, g in batch]],
                         [cases[name] if name else BestResponse() for name, _ in batch],
                         [g[1] for _, g in batch], probes=[g[2] for _, g in batch],
                         design=[g[3] for _, g in batch])
     err = np.abs(est - us[[g[0] for _, g in batch]]).max(axis=1)
-    probe_rows += [{"seed": seeds[k], "agent": name, "T": T, "design": d, "probes": K,
-                    "error": float(e)}
-                   for (name, (k, T, K, d)), e in zip(batch, err, strict=True) if name]
+    for name in names:  # the table in the agents' order
+        first = order.index(name) * len(dgrid)
+        probe_rows += [{"seed": seeds[k], "agent": name, "T": T, "design": d, "probes": K,
+                        "error": float(e)}
+                       for (k, T, K, d), e in zip(dgrid, err[first:first + len(dgrid)],
+                                                  strict=True)]
     probes = pd.DataFrame(probe_rows)
     # the baseline's tuning knobs, chosen in hindsight: the design and number of bisection steps
     # with the smallest median error over seeds, for each agent and horizon

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -249,13 +249,16 @@ class LearnerBank:
         that played ``x``; rows where ``active`` is False are left untouched."""
         raise NotImplementedError
 
-    def warm_up(self, v0: np.ndarray, rounds: int) -> None:
+    def warm_up(self, v0: np.ndarray, rounds: int | np.ndarray) -> None:
         """Play ``rounds`` rounds of the fixed utility vectors ``v0`` (shape ``(rows, m)``) in every
-        context: the agent's history before the principal arrives (a head start)."""
+        context: the agent's history before the principal arrives (a head start). ``rounds`` is
+        one number or one per row; a row with fewer rounds sits out the rest (no update)."""
+        per_row = np.broadcast_to(np.asarray(rounds, dtype=int), (self.rows,))
         for c in range(self.contexts):
             ctx = np.full(self.rows, c)
-            for _ in range(rounds):
-                self.update(ctx, v0, self.strategy(ctx, v0))
+            for k in range(int(per_row.max(initial=0))):
+                active = per_row > k
+                self.update(ctx, v0, self.strategy(ctx, v0), None if active.all() else active)
 
 
 class _HedgeBank(LearnerBank):
@@ -275,8 +278,9 @@ class _HedgeBank(LearnerBank):
             z = self._cum[idx] * self.spec.lr
         else:
             z = self._cum[idx] * (self.c0 / np.sqrt(np.maximum(self._seen[idx], 1.0)))[:, None]
-        e = np.exp(z - z.max(axis=1, keepdims=True))
-        return e / e.sum(axis=1, keepdims=True)
+        # np.maximum.reduce / np.add.reduce are what .max() / .sum() call, minus a Python layer
+        e = np.exp(z - np.maximum.reduce(z, axis=1, keepdims=True))
+        return e / np.add.reduce(e, axis=1, keepdims=True)
 
     def update(self, ctx: np.ndarray, v: np.ndarray, x: np.ndarray,
                active: np.ndarray | None = None) -> None:
@@ -465,18 +469,19 @@ def _row_agents(name: str, agent: Agent | Sequence[Agent], rows: int) -> list[Ag
 
 def _single_bank(agents: Sequence[Agent], util: np.ndarray) -> LearnerBank:
     """The one-context bank of ``agents[r]`` for each row ``r`` of ``util`` (shape ``(rows, m)``),
-    each block of equal agents warmed up by its head start: a plain bank when all rows share one
-    agent, else a :class:`_StackedBank` of the blocks."""
+    each row warmed up by its agent's head start: one bank for each block of consecutive rows
+    whose agents differ at most in their head starts, and a :class:`_StackedBank` of the blocks
+    when there are several."""
     m = util.shape[1]
     parts: list[LearnerBank] = []
     start = 0
-    for agent, block in itertools.groupby(agents):
-        n = len(list(block))
-        bank = agent.bank(n, 1, m)
-        if agent.head_start:
-            bank.warm_up(util[start:start + n], agent.head_start)
+    for learner, block in itertools.groupby(agents, key=lambda a: replace(a, head_start=0)):
+        heads = np.array([a.head_start for a in block])
+        bank = learner.bank(heads.size, 1, m)
+        if heads.any():
+            bank.warm_up(util[start:start + heads.size], heads)
         parts.append(bank)
-        start += n
+        start += heads.size
     return parts[0] if len(parts) == 1 else _StackedBank(parts)
 
 
@@ -1241,7 +1246,10 @@ def _steer(games: Sequence[NormalFormGame], agents: Sequence[Agent], objectives:
         value += val
         steer_value += val
         last = active & (t > steps - tail)                  # each row's last T // 10 rounds
-        obey += np.where(last, np.prod([xs[i][r_idx, rec[:, i]] for i in range(n)], axis=0), 0)
+        both = xs[0][r_idx, rec[:, 0]]                      # P(every agent obeys), in the
+        for i in range(1, n):                                # order np.prod multiplies
+            both = both * xs[i][r_idx, rec[:, i]]
+        obey += np.where(last, both, 0)
         if t in mark_steps:
             rounds = t + learn_rounds                        # the round of the whole run
             paths += [[int(r), int(rounds[r]), *[float(x[r, 0]) for x in xs]]
