@@ -10,6 +10,13 @@ matches. ::
     python -m iclr_lab.routing.evaluate score pyvrp --work W     # one column at a time (resumable)
     python -m iclr_lab.routing.evaluate score ccl_0 --work W
     python -m iclr_lab.routing.evaluate merge --work W           # write the CSV
+    python -m iclr_lab.routing.evaluate flops                    # write the FLOP counts
+
+The chapter's FLOP counts of one TSNR step (:func:`~iclr_lab.routing.model.tsnr_flops` on the
+shipped seed-0 CCL policy's configuration, shared and per trajectory) cost a tenth of a CPU second to
+count, but counting starts ``torch.utils.flop_counter``, whose first use imports ``torch._dynamo``
+(over a CPU second), so they ship too, as ``iclr_lab/routing/data/tsnr_flops.csv`` (columns
+``customers``, ``scheme``, ``flops``); the tests count a sample of them again.
 
 Columns of the CSV: ``variant``, ``ood`` (mixed backhaul), ``instance`` (0..99); one cost column per
 solver, ``pyvrp``, ``nn`` (nearest neighbour) and ``<model>_<seed>`` for the shipped policies; and
@@ -37,7 +44,8 @@ if TYPE_CHECKING:
 
     from iclr_lab.routing.instances import VRPBatch
 
-__all__ = ["COSTS_CSV", "SOLVERS", "TEST_SEED", "learning_curves", "load_costs", "main", "test_instances"]
+__all__ = ["COSTS_CSV", "FLOPS_CSV", "FLOPS_NODES", "SOLVERS", "TEST_SEED", "count_flops",
+           "learning_curves", "load_costs", "load_flops", "main", "test_instances"]
 
 TEST_SEED = 1_000_000_007  # far from every training batch's seed (seed * 1_000_003 + step)
 TEST_COUNT = 100
@@ -45,6 +53,11 @@ TEST_NODES = 20
 PYVRP_ITERATIONS = 2000
 COSTS_CSV = Path(__file__).with_name("data") / "test_costs.csv"
 POLICIES = tuple(f"{m}_{s}" for m in ("ccl", "static") for s in (0, 1, 2))
+FLOPS_CSV = COSTS_CSV.with_name("tsnr_flops.csv")
+#: customer counts of the shipped FLOP counts (every scale's ``flops_nodes`` is among them)
+FLOPS_NODES = (10, 20, 50, 100, 200)
+#: the two schemes of :func:`~iclr_lab.routing.model.tsnr_flops`, ``shared=True`` first
+FLOP_SCHEMES = ((True, "shared (TSNR)"), (False, "per trajectory"))
 SOLVERS = ("pyvrp", "nn") + POLICIES
 
 
@@ -74,6 +87,35 @@ def load_costs() -> pd.DataFrame:
     if not COSTS_CSV.exists():
         raise FileNotFoundError(f"{COSTS_CSV} is missing; make it with python -m iclr_lab.routing.evaluate")
     return pd.read_csv(COSTS_CSV)
+
+
+def count_flops(nodes: Sequence[int]) -> pd.DataFrame:
+    """FLOPs of one TSNR step of the shipped seed-0 CCL policy's configuration, counted now: one row
+    per customer count ``n`` (``n + 1`` nodes, ``n`` trajectories) and scheme, shared first."""
+    import pandas as pd
+
+    from iclr_lab.routing.model import tsnr_flops
+    from iclr_lab.routing.train import load_policy
+
+    cfg = load_policy("ccl", seed=0).config
+    return pd.DataFrame([{"customers": n, "scheme": name, "flops": tsnr_flops(n + 1, n, cfg, shared=shared)}
+                         for n in nodes for shared, name in FLOP_SCHEMES])
+
+
+def load_flops(nodes: Sequence[int]) -> pd.DataFrame:
+    """The shipped FLOP counts (module docstring) for the customer counts ``nodes``, in the row order
+    of :func:`count_flops` (which they equal)."""
+    import pandas as pd
+
+    if not FLOPS_CSV.exists():
+        raise FileNotFoundError(f"{FLOPS_CSV} is missing; make it with "
+                                "python -m iclr_lab.routing.evaluate flops")
+    table = pd.read_csv(FLOPS_CSV).set_index(["customers", "scheme"])
+    missing = sorted(set(nodes) - set(table.index.get_level_values("customers")))
+    if missing:
+        raise ValueError(f"nodes must be among the shipped customer counts {FLOPS_NODES}, got {missing}")
+    keys = [(n, name) for n in nodes for _, name in FLOP_SCHEMES]
+    return table.loc[keys].reset_index()
 
 
 def learning_curves() -> pd.DataFrame:
@@ -182,9 +224,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     sc.add_argument("--work", type=Path, required=True)
     mg = sub.add_parser("merge", help="merge the scored solvers into the shipped CSV")
     mg.add_argument("--work", type=Path, required=True)
+    sub.add_parser("flops", help="count the FLOPs of one TSNR step and write the shipped CSV")
     a = ap.parse_args(argv)
     if a.cmd == "ship":
         _ship(a.runs)
+    elif a.cmd == "flops":
+        count_flops(FLOPS_NODES).to_csv(FLOPS_CSV, index=False)
     elif a.cmd == "score":
         a.work.mkdir(parents=True, exist_ok=True)
         _score(a.solver, a.work)

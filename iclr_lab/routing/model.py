@@ -322,15 +322,19 @@ def rollout(policy: RoutingPolicy, instances: VRPBatch, *, num_starts: int | Non
 
 @dataclass
 class Solution:
-    """Result of :func:`solve`: best ``cost [B]`` and ``routes[b]`` over starts and symmetries."""
+    """Result of :func:`solve`: best ``cost [B]`` and ``routes[b]`` over starts and symmetries;
+    with ``solve(record=True)``, ``identity`` is the recorded rollout of the untransformed
+    instances (what ``rollout(policy, instances, greedy=True, p_reembed=..., record=True)``
+    returns), for analyses of the same decoding."""
 
     cost: torch.Tensor
     routes: list[list[list[int]]]
+    identity: Rollout | None = None
 
 
 @torch.no_grad()
 def solve(policy: RoutingPolicy, instances: VRPBatch, augment: int = 8, *,
-          p_reembed: float = 1.0) -> Solution:
+          p_reembed: float = 1.0, record: bool = False) -> Solution:
     """Greedy multi-start decoding on ``augment`` symmetric copies of each instance (POMO inference).
 
     Args:
@@ -338,6 +342,8 @@ def solve(policy: RoutingPolicy, instances: VRPBatch, augment: int = 8, *,
         instances: the batch.
         augment: number of symmetries of the unit square used, 1..8 (identity first).
         p_reembed: TSNR probability at test time (``P_ts``; 1 makes decoding deterministic).
+        record: record the identity symmetry's rollout (gates and embeddings) and return it as
+            ``Solution.identity``; recording changes no number of the decoding.
     """
     augment = check_int("augment", augment, 1, 8)
     was_training = policy.training
@@ -345,8 +351,11 @@ def solve(policy: RoutingPolicy, instances: VRPBatch, augment: int = 8, *,
     try:
         best_cost = torch.full((instances.batch_size,), math.inf, dtype=instances.locs.dtype)
         best_tour: list[list[int]] = [[] for _ in range(instances.batch_size)]
+        identity = None
         for fn in SYMMETRIES[:augment]:
-            r = rollout(policy, instances.transform(fn), greedy=True, p_reembed=p_reembed)
+            r = rollout(policy, instances.transform(fn), greedy=True, p_reembed=p_reembed,
+                        record=record and fn == SYMMETRIES[0])
+            identity = r if identity is None else identity
             cost, idx = r.cost.min(-1)
             for b in range(instances.batch_size):
                 if float(cost[b]) < float(best_cost[b]):
@@ -354,7 +363,8 @@ def solve(policy: RoutingPolicy, instances: VRPBatch, augment: int = 8, *,
                     best_tour[b] = r.actions[b, int(idx[b])].tolist()
     finally:
         policy.train(was_training)
-    return Solution(best_cost, [routes_from_actions(t) for t in best_tour])
+    return Solution(best_cost, [routes_from_actions(t) for t in best_tour],
+                    identity if record else None)
 
 
 def tsnr_flops(num_nodes: int, num_starts: int, config: PolicyConfig | None = None, *,

@@ -18,7 +18,7 @@ import torch
 
 from iclr_lab.core.validation import check_range
 from iclr_lab.routing.instances import VRPBatch
-from iclr_lab.routing.model import RoutingPolicy, rollout
+from iclr_lab.routing.model import Rollout, RoutingPolicy, rollout
 
 __all__ = ["ProbeResult", "visit_state_probe"]
 
@@ -56,7 +56,7 @@ def _ridge_r2(x_tr: torch.Tensor, y_tr: torch.Tensor, x_te: torch.Tensor, y_te: 
 
 @torch.no_grad()
 def visit_state_probe(policy: RoutingPolicy, instances: VRPBatch, *, ridge: float = 1e-2,
-                      p_reembed: float = 1.0) -> ProbeResult:
+                      p_reembed: float = 1.0, recorded: Rollout | None = None) -> ProbeResult:
     """Fit the probe on the first half of ``instances`` and score it on the second half.
 
     Args:
@@ -64,17 +64,23 @@ def visit_state_probe(policy: RoutingPolicy, instances: VRPBatch, *, ridge: floa
         instances: at least 2 instances; decoding runs one trajectory per customer.
         ridge: ridge penalty, > 0.
         p_reembed: TSNR probability while decoding (``P_ts``).
+        recorded: the decoding to probe when the caller already has it, i.e. what
+            ``rollout(policy, instances, greedy=True, p_reembed=p_reembed, record=True)`` returns
+            (``solve(..., record=True).identity``); by default the probe decodes itself.
     """
     if instances.batch_size < 2:
         raise ValueError(f"instances must hold at least 2 instances, got {instances.batch_size}")
     ridge = check_range("ridge", ridge, 0.0, low_open=True)
-    was = policy.training
-    policy.eval()
-    try:
-        r = rollout(policy, instances, greedy=True, p_reembed=p_reembed, record=True)
-    finally:
-        policy.train(was)
-    assert r.embeddings is not None
+    r = recorded
+    if r is None:
+        was = policy.training
+        policy.eval()
+        try:
+            r = rollout(policy, instances, greedy=True, p_reembed=p_reembed, record=True)
+        finally:
+            policy.train(was)
+    if r.embeddings is None:
+        raise ValueError("recorded must be a rollout with record=True (it has no embeddings)")
     emb = r.embeddings  # [T, B, N, D], before decoding step k (k + 1 actions taken)
     t = emb.shape[0]
     n = instances.num_nodes

@@ -34,7 +34,7 @@ from iclr_lab.core.stats import loglog_slope
 from iclr_lab.core.validation import check_choice, check_int
 from iclr_lab.routing.checker import check_solution
 from iclr_lab.routing.instances import ID_VARIANTS, MB_VARIANTS, VRPBatch
-from iclr_lab.routing.model import GATE_NAMES, RoutingPolicy, rollout, solve, tsnr_flops
+from iclr_lab.routing.model import GATE_NAMES, RoutingPolicy, rollout, solve
 from iclr_lab.routing.probe import visit_state_probe
 from iclr_lab.routing.solvers import nearest_neighbour, pyvrp_solve
 
@@ -222,11 +222,18 @@ def _lookup(costs: pd.DataFrame, column: str) -> dict[tuple[str, int], float]:
                                                           strict=True)}
 
 
-def _live(batch: VRPBatch, keys: list[tuple[str, int]], costs: pd.DataFrame) -> pd.DataFrame:
+def _live(batch: VRPBatch, keys: list[tuple[str, int]],
+          costs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Rollout]]:
+    """The live re-decoding of the sample, checked against the shipped costs; also each seed-0
+    policy's recorded identity-symmetry rollout of the sample, which the probe and the drift
+    read (the same greedy decoding, so it is not run a second and a third time)."""
     found: dict[str, tuple[list[float], list[list[list[int]]]]] = {}
+    recorded: dict[str, Rollout] = {}
     for model in MODELS:
-        sol = solve(policy(model, 0), batch, augment=8)
+        sol = solve(policy(model, 0), batch, augment=8, record=True)
         found[f"{model}_0"] = (sol.cost.tolist(), sol.routes)
+        assert sol.identity is not None
+        recorded[model] = sol.identity
     nn_cost, nn_routes = nearest_neighbour(batch)
     found["nn"] = (nn_cost.tolist(), nn_routes)
     rows = []
@@ -237,7 +244,7 @@ def _live(batch: VRPBatch, keys: list[tuple[str, int]], costs: pd.DataFrame) -> 
             ref = shipped[(variant, i)]
             rows.append({"variant": variant, "instance": i, "solver": col, "live": check.cost,
                          "shipped": ref, "rel_diff": abs(check.cost - ref) / ref, "ok": check.feasible})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows), recorded
 
 
 def _pyvrp_live(instance: int, variants: Sequence[str],
@@ -304,37 +311,38 @@ def gate_trace(pol: RoutingPolicy, instances: VRPBatch, *, p_reembed: float = 1.
     return pd.DataFrame(rows)
 
 
-def _drift(pol: RoutingPolicy, batch: VRPBatch, p_reembed: float) -> float:
-    """How far the chain moves the node embeddings: ``|H_j - H_0| / |H_0|`` per node, averaged over
-    the nodes, the instances and the steps that the probe reads."""
-    with torch.no_grad():
-        r = rollout(pol.eval(), batch, greedy=True, p_reembed=p_reembed, record=True)
+def _drift(r: Rollout) -> float:
+    """How far the chain moves the node embeddings along the recorded rollout ``r``:
+    ``|H_j - H_0| / |H_0|`` per node, averaged over the nodes, the instances and the steps that
+    the probe reads."""
     assert r.embeddings is not None
     emb = r.embeddings
     return float(((emb - emb[:1]).norm(dim=-1) / emb[:1].norm(dim=-1)).mean())
 
 
-def _probe(batch: VRPBatch) -> pd.DataFrame:
+def _probe(batch: VRPBatch, recorded: dict[str, Rollout]) -> pd.DataFrame:
+    """The visit-state probe on the live sample; ``recorded`` holds the seed-0 policies' greedy
+    rollouts of it at ``P = 1`` (from :func:`_live`), the probe decodes ``P = 0`` itself."""
     rows = []
-    for label, pol, p in ((LABELS["ccl"], policy("ccl", 0), 1.0),
-                          (f"{LABELS['ccl']}, no re-embedding (P = 0)", policy("ccl", 0), 0.0),
-                          (LABELS["static"], policy("static", 0), 1.0)):
-        res = visit_state_probe(pol, batch, p_reembed=p)
+    for label, model, p in ((LABELS["ccl"], "ccl", 1.0),
+                            (f"{LABELS['ccl']}, no re-embedding (P = 0)", "ccl", 0.0),
+                            (LABELS["static"], "static", 1.0)):
+        pol = policy(model, 0)
+        r = recorded[model] if p == 1.0 else None
+        res = visit_state_probe(pol, batch, p_reembed=p, recorded=r)
         # without re-embedding (static decoder, or P = 0) the embeddings never move
-        drift = _drift(pol, batch, p) if pol.config.decoder == "ccl" and p > 0 else 0.0
+        drift = _drift(recorded[model]) if pol.config.decoder == "ccl" and p > 0 else 0.0
         rows.append({"policy": label, "r2_step": res.chain, "r2_encoder": res.static, "gain": res.gain,
                      "drift": drift})
     return pd.DataFrame(rows)
 
 
 def _flops(nodes: Sequence[int]) -> pd.DataFrame:
-    rows = []
-    cfg = policy("ccl", 0).config
-    for n in nodes:
-        for shared, name in ((True, "shared (TSNR)"), (False, "per trajectory")):
-            rows.append({"customers": n, "scheme": name,
-                         "flops": tsnr_flops(n + 1, n, cfg, shared=shared)})
-    return pd.DataFrame(rows)
+    """FLOPs of one TSNR step, shared and per trajectory, for ``nodes`` customers: the shipped
+    counts of :func:`~iclr_lab.routing.evaluate.count_flops` (the tests count a sample again)."""
+    from iclr_lab.routing.evaluate import load_flops
+
+    return load_flops(nodes)
 
 
 def _train() -> pd.DataFrame:
@@ -381,7 +389,7 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
         difference = _difference(long, size.bootstrap, rng)
         sample = live_sample(costs["instance"].unique().tolist(), size.live_per_variant, seed)
         batch, keys = _live_batch(sample)
-        live = _live(batch, keys, costs)
+        live, recorded = _live(batch, keys, costs)
         picture_instance = int(np.random.default_rng([seed, 1]).choice(sorted(costs["instance"].unique())))
         py_rows, stops = _pyvrp_live(picture_instance, PICTURE_VARIANTS[:size.pyvrp_live], costs)
         live = pd.concat([live, py_rows], ignore_index=True)
@@ -397,7 +405,7 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
             "live": live,
             "picture": stops,
             "gates": gates,
-            "probe": _probe(batch),
+            "probe": _probe(batch, recorded),
             "flops": _flops(size.flops_nodes),
             "curves": _curves(),
             "train": _train(),
