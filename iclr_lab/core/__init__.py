@@ -10,7 +10,9 @@ Light modules are re-exported here; the heavier helpers are imported from their 
   :func:`~iclr_lab.core.scales.seed_everything`.
 * :mod:`iclr_lab.core.validation`: argument checks with helpful messages.
 * :mod:`iclr_lab.core.progress`: tqdm bars that stay silent off a terminal.
-* :mod:`iclr_lab.core.stats`: log-log slopes and seed summaries.
+* :mod:`iclr_lab.core.stats`: log-log slopes, seed summaries and paired differences with a t interval.
+* :mod:`iclr_lab.core.tuning`: equal tuning of every compared method on a log grid, on seeds of its own.
+* :mod:`iclr_lab.core.stability`: the shipped seed-block tables (``iclr-lab stability``).
 * :mod:`iclr_lab.core.datasets`: offline data (digits, scikit-image images, seeded generators).
 * :mod:`iclr_lab.core.charts`: Altair chart helpers (imports Altair).
 * :mod:`iclr_lab.core.widgets`: ipywidgets explorers (imports ipywidgets).

@@ -486,13 +486,13 @@ class Report:
 
     @property
     def judged(self) -> bool:
-        """Whether this run judges claims at all: a ``smoke`` run only checks the pipeline."""
+        """Whether this run judges claims at all (a ``smoke`` run only checks the pipeline)."""
         return self.scale != "smoke"
 
     @property
     def protocol(self) -> bool:
-        """Whether every paper claim went through the claims protocol: a control (or the reason
-        for having none) and the chapter's shipped stability table."""
+        """Whether every paper claim went through the claims protocol (a control, or the reason
+        for having none, and the chapter's shipped stability table)."""
         paper = [c for c in self.claims if c.kind == "paper"]
         return bool(paper) and all(c.judged for c in paper)
 

@@ -22,18 +22,16 @@ import json
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from iclr_lab.core.report import Report
 from iclr_lab.core.validation import check_int
-
-if TYPE_CHECKING:
-    from iclr_lab.core.report import Report
 
 __all__ = ["BLOCKS", "DIRECTORY", "MISSES_ALLOWED", "attach", "load", "measure", "path", "write"]
 
 #: Seed blocks of a stability table.
 BLOCKS = 8
-#: Blocks a reproduced claim may miss: it must hold (and its control fail) at 7 of 8.
+#: How many blocks a reproduced claim may miss (it must hold, and its control fail, at 7 of 8).
 MISSES_ALLOWED = 1
 #: Where the shipped tables live (package data).
 DIRECTORY = Path(__file__).resolve().parent.parent / "stability"

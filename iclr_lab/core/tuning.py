@@ -83,7 +83,7 @@ class Tuned:
 
     @property
     def text(self) -> str:
-        """One line: ``VRAdam: lr = 0.01 (5 points, 0.001-0.1; extended once) FLAG: ...``."""
+        """The choice in one line, e.g. ``VRAdam: lr = 0.01 (5 points, 0.001-0.1; extended once)``."""
         span = f"{self.grid[0]:.3g}\u2013{self.grid[-1]:.3g}"
         out = (f"{self.method}: {self.parameter} = {self.choice:.3g} ({len(self.grid)} points, "
                f"{span}{'; extended once' if self.extended else ''})")

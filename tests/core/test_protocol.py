@@ -181,3 +181,19 @@ def test_tune_on_a_given_grid_steps_out_by_the_edge_factor():
     assert t.grid[-1] == pytest.approx(1e-1 * (1e-1 / 3e-2)) and t.choice == t.grid[-1]
     with pytest.raises(ValueError, match="ascending"):
         tune("m", lambda vs: list(vs), 1.0, grid=[1.0, 0.5])
+
+
+@pytest.mark.parametrize("slug", ["vradam", "discounted_oco"])
+def test_the_exemplars_ship_a_stability_table_of_their_current_claims(slug):
+    """The table covers 8 disjoint seed blocks of the chapter's claims (block 0 itself is checked
+    against the book's own run by Report.check in the book build)."""
+    from iclr_lab.core.registry import load
+
+    table = stability.load(slug)
+    assert table is not None, f"{slug}: no stability table; run `iclr-lab stability {slug}`"
+    assert table["blocks"] == stability.BLOCKS == 8 and table["scale"] == "book"
+    assert table["seeds"] == [b * table["stride"] for b in range(8)], "disjoint blocks of seeds"
+    names = {c.name for c in load(slug).reproduce(scale="smoke").claims}
+    assert names == set(table["claims"]), "the table has exactly the chapter's claims"
+    for name, entries in table["claims"].items():
+        assert [e["block"] for e in entries] == list(range(8)), name
