@@ -540,3 +540,27 @@ def test_explorer_recomputes() -> None:
     w.children[2].value = -0.6  # bit mean
     after = w.result.to_dict()
     assert before != after
+
+
+def test_control_regrets_reuse_the_grid_runs_and_run_an_off_grid_step_afresh():
+    """The claims' controls (one fixed step for every memory) read Experiment 3's runs when the
+    tuned step is on the grid; the numbers equal a fresh run of that step, and a step the tuning
+    added off the grid is run afresh."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from iclr_lab.core.scales import pick
+    from iclr_lab.online.discounted_oco import experiments as ex
+
+    sz = pick(ex.SIZES, "smoke")
+    seeds = [0, 1]
+    tables = ex._experiment3(sz, seeds)
+    controls = ex._tune_controls(sz, 0)
+    controls = [*controls, replace(controls[0], method="off grid", choice=controls[0].choice * 1.01)]
+    got = ex._control_regrets(sz, seeds, controls, tables["worst_regret"])
+    ys = np.stack([y for y, _ in ex._streams(sz, seeds)], axis=1)
+    fresh = ex._worst_fixed(ys, [t.choice for t in controls], [int(n) for n in sz.ns3])
+    want = [float(fresh[k, i, j]) for k in range(len(seeds)) for i in range(len(sz.ns3))
+            for j in range(len(controls))]
+    assert got["max_regret"].tolist() == want
