@@ -305,8 +305,8 @@ def test_other_bad_arguments_are_named(data):
 # ------------------------------------------------------------------ experiments
 
 
-def test_smoke_report_has_the_grid_and_claims():
-    r = reproduce(scale="smoke", seed=0)
+def test_smoke_report_has_the_grid_and_claims(smoke_report):
+    r = smoke_report("amd", 0)
     assert isinstance(r, Report)
     names = [c.name for c in r.claims]
     assert names == ["pipeline", "kmeans_coreset", "distill_vs_random", "init_helps", "async_gain"]

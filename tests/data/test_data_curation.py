@@ -24,7 +24,6 @@ from iclr_lab.data.data_curation import (
     limit_error,
     numbers,
     phase_table,
-    reproduce,
     ridge,
     sample,
     self_train,
@@ -253,8 +252,8 @@ def test_explorer_changes_with_the_oracle() -> None:
 
 
 @pytest.fixture(scope="module")
-def smoke() -> Report:
-    return reproduce("smoke", seed=0)
+def smoke(smoke_report) -> Report:
+    return smoke_report("data_curation", 0)
 
 
 def test_smoke_report_has_every_table_and_number(smoke: Report) -> None:

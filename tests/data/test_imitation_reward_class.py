@@ -18,7 +18,6 @@ from iclr_lab.data.imitation_reward_class import (
     mle_policy,
     numbers,
     policy_value,
-    reproduce,
     run_online,
     theorem4_ratio,
 )
@@ -227,8 +226,8 @@ def test_mle_over_uniform_policies_picks_the_smallest_decoy(k: int) -> None:
 # ------------------------------------------------------------------ the chapter's experiments
 
 
-def test_smoke_reproduce_claims_and_numbers() -> None:
-    report = reproduce("smoke", seed=0)
+def test_smoke_reproduce_claims_and_numbers(smoke_report) -> None:
+    report = smoke_report("imitation_reward_class", 0)
     claims = {c.name: c for c in report.claims}
     assert {c.kind for c in report.claims} >= {"paper", "theorem", "derivation"}
     assert claims["paired_alg1"].measured == 1.0

@@ -26,7 +26,6 @@ from iclr_lab.distributed.desloc import (
     train_worker,
     units_per_step,
 )
-from iclr_lab.distributed.desloc import experiments as ex
 from iclr_lab.distributed.desloc import training as tr
 
 torch.set_num_threads(1)
@@ -296,8 +295,8 @@ def test_raw_pixels_make_desloc_divide_by_a_zero_second_moment():
     assert final((4, 4, 8), standardize=True) < 3.0     # standardised pixels: no exact zeros
 
 
-def test_launch_gives_the_tables_of_reproduce():
-    report = ex.reproduce("smoke", seed=1)
+def test_launch_gives_the_tables_of_reproduce(smoke_report):
+    report = smoke_report("desloc", 1)
     sim = run_simulated(functools.partial(launch, scale="smoke", seed=1), 2)[0]
     ours = report.tables["curves"].drop(columns=["sim_time", "units"])
     pd.testing.assert_frame_equal(sim["curves"][ours.columns].reset_index(drop=True),
@@ -337,8 +336,8 @@ def test_drift_run_takes_every_window_and_stays_under_the_bounds():
     assert (drift["drift"] / drift["bound"]).max() > 0.3  # the bounds bite
 
 
-def test_the_scorecard_states_the_headline_that_does_not_reproduce():
-    claims = {c.name: c for c in ex.reproduce("smoke", seed=0).claims}
+def test_the_scorecard_states_the_headline_that_does_not_reproduce(smoke_report):
+    claims = {c.name: c for c in smoke_report("desloc", 0).claims}
     match = claims["matches_local_adam"]
     assert match.kind == "paper" and not match.expected and match.threshold == 1.0
 

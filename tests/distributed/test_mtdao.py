@@ -312,8 +312,8 @@ def test_train_worker_counts_exactly_and_ddp_keeps_replicas_identical():
     assert counts[0].bytes["gradients"] == SMALL.steps * payload
 
 
-def test_experiment_tables_and_claims_at_smoke_scale():
-    report = ex.reproduce("smoke", seed=1)
+def test_experiment_tables_and_claims_at_smoke_scale(smoke_report):
+    report = smoke_report("mtdao", 1)
     final = report.tables["final"]
     assert set(final["method"]) == set(ex.METHODS)
     # the gap is measured against DDP on the same seed

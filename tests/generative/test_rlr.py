@@ -166,8 +166,8 @@ def test_bad_shapes_and_types(model):
 
 # --- the chapter's pipeline ---------------------------------------------------------------------
 
-def test_smoke_report_has_every_claim_and_chart():
-    rep = rlr.reproduce("smoke", seed=1)
+def test_smoke_report_has_every_claim_and_chart(smoke_report):
+    rep = smoke_report("rlr", 1)
     names = {c.name for c in rep.claims}
     assert {"h1_is_ddpo", "unbiased_ddpo", "unbiased_rlr", "truncation_bias", "last_step_fo",
             "variance_rlr_vs_ddpo", "finetune_rlr_vs_ddpo", "finetune_rlr_vs_trunc1"} <= names

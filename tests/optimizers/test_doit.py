@@ -314,8 +314,8 @@ def test_other_bad_inputs():
 
 # --- the chapter's harness and explorer ---------------------------------------------------------------
 
-def test_smoke_reproduce_branches_are_counterfactuals():
-    r = doit.reproduce("smoke", 0)
+def test_smoke_reproduce_branches_are_counterfactuals(smoke_report):
+    r = smoke_report("doit", 0)
     dec = r.tables["decisions"]
     assert len(dec) and dec.replay_error.max() == 0.0
     assert r.claim("branch_replays_run").passed

@@ -36,7 +36,6 @@ from iclr_lab.recovery.frank_wolfe_bregman import (
     numbers,
     phase_retrieval_instance,
     poisson_instance,
-    reproduce,
     scaling_chart,
     scaling_profile,
 )
@@ -470,8 +469,8 @@ def test_evals_per_iteration_formula() -> None:
     assert evals_per_iteration(0.5, 2.0) == pytest.approx(2.0)
 
 
-def test_smoke_report_numbers_and_charts() -> None:
-    report = reproduce("smoke", seed=3)
+def test_smoke_report_numbers_and_charts(smoke_report) -> None:
+    report = smoke_report("frank_wolfe_bregman", 1)
     nums = numbers(report)
     assert all(isinstance(v, float) for v in nums.values())
     charts = report.charts()
