@@ -16,7 +16,7 @@ from typing import Any
 
 from iclr_lab.core.report import Report
 
-__all__ = ["glue_report", "glued", "show_markdown"]
+__all__ = ["claim_keys", "glue_report", "glued", "show_markdown"]
 
 #: Everything glued in this kernel: key -> value (numbers, charts, the report).
 _GLUED: dict[str, Any] = {}
@@ -66,6 +66,16 @@ def glue_report(report: Report, **extra: Any) -> None:
         glue(key, Markdown(word), display=False)
     for key, value in extra.items():
         glue(key, Markdown(value) if isinstance(value, str) else value, display=False)
+
+
+def claim_keys(c: Any, *, blocks: bool = True) -> set[str]:
+    """The number keys :func:`glue_report` glues for claim ``c``; with ``blocks`` also the
+    seed-block counts it glues once the chapter's stability table ships (a book-scale run)."""
+    keys = set(_claim_numbers(c))
+    if blocks:
+        keys |= {f"{c.name}_blocks", f"{c.name}_holds"}
+        keys |= {f"{c.name}_control_fails"} if c.control else set()
+    return keys
 
 
 def _claim_numbers(c: Any) -> dict[str, float]:
