@@ -12,7 +12,8 @@ without running anything (:func:`attach`) and each claim shows "holds at k of 8"
 A paper claim counts as *reproduced* only when the method holds at ``blocks - MISSES_ALLOWED`` or more
 blocks and its control fails at as many. Block 0 is the book's own run (base seed 0), so the book
 build checks that the table still agrees with the code: :func:`attach` lists every claim whose block-0
-entry differs from the run in :attr:`Report.stale <iclr_lab.core.report.Report.stale>`, and
+entry differs from the run (by more than a relative 1e-3, or in any verdict) in
+:attr:`Report.stale <iclr_lab.core.report.Report.stale>`, and
 :meth:`Report.check <iclr_lab.core.report.Report.check>` fails on it.
 """
 
@@ -35,9 +36,10 @@ BLOCKS = 8
 MISSES_ALLOWED = 1
 #: Where the shipped tables live (package data).
 DIRECTORY = Path(__file__).resolve().parent.parent / "stability"
-#: Block 0 must equal the book's run to this relative tolerance (room for another CPU's rounding
-#: in long training runs; a code change moves the numbers by far more).
-_RTOL = 1e-6
+#: Block 0 must equal the book's run to this relative tolerance, with identical verdicts. The
+#: room is for another CPU's rounding, which a few hundred training steps can amplify well past
+#: 1e-6; a change to a chapter's code moves its numbers, or its verdicts, by more.
+_RTOL = 1e-3
 
 
 def path(slug: str, directory: str | Path | None = None) -> Path:
