@@ -403,9 +403,9 @@ def _tune(data: Split, seed: int, size: _Sizes) -> tuple[list[Tuned], pd.DataFra
     """Tune alpha0 of each method in :data:`TUNED` with :func:`iclr_lab.core.tuning.tune`.
 
     Every method gets the same grid (the chapter's alpha0 sweep, 1e-3 to 1e-1 at book scale, five
-    points about a factor 3 apart, centred on 1e-2) and the same objective: the median over the tuning seeds of the final
-    cross-entropy on a validation quarter of the training set. Tuning seeds are disjoint from the
-    judging seeds, and the test set is never used.
+    points about a factor 3 apart, centred on 1e-2) and the same objective: the median over the
+    tuning seeds of the final cross-entropy on a validation quarter of the training set. Tuning
+    seeds are disjoint from the judging seeds, and the test set is never used.
     """
     from iclr_lab.core.tuning import tune, tuning_seeds
 
