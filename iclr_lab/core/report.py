@@ -255,14 +255,14 @@ class Claim:
         """
         if self.kind != "paper":
             return "holds" if self.passed else "fails"
-        if not self.passed:
-            return "not reproduced"
-        if self.control_passed:
-            return "not discriminating"
         if not self.control and not self.no_control:
             return "not judged (no control)"
         if self.stability is None:
             return "not judged (no stability table)"
+        if not self.passed:
+            return "not reproduced"
+        if self.control_passed:
+            return "not discriminating"
         if not self.stability.method_stable:
             return "not reproduced"
         if self.control and not self.stability.control_stable:

@@ -28,6 +28,8 @@ def _paper(measured, control=None, stab=None, name="c", no_control=""):
     (0.5, 2.0, Stability(8, 6, 8), "not reproduced"),       # fails at two seed blocks
     (0.5, 2.0, None, "not judged (no stability table)"),
     (0.5, None, Stability(8, 8), "not judged (no control)"),
+    (2.0, None, None, "not judged (no control)"),            # failing, but not through the protocol
+    (2.0, 3.0, None, "not judged (no stability table)"),
 ])
 def test_three_way_verdict(measured, control, stab, verdict):
     assert _paper(measured, control, stab).verdict == verdict
@@ -53,6 +55,9 @@ def test_headline_counts_only_reproduced_and_smoke_judges_nothing():
     assert book.protocol
     assert book.headline() == ("2 of 4 paper claims reproduced (discriminating, stable at \u2265 7/8 "
                                "seed blocks); 1 not discriminating; 1 not reproduced")
+    failing_without_protocol = Report("demo", "book", 0, {}, [Claim("p", "s", 2.0, 1.0)])
+    assert not failing_without_protocol.protocol, "failing claims without controls are not judged"
+    assert failing_without_protocol.headline().startswith("claims protocol not applied yet")
     smoke = Report("demo", "smoke", 0, {}, claims)
     assert smoke.headline() == "smoke scale: claims not judged"
     assert set(smoke.scorecard().verdict) == {"not judged (smoke scale)"}
