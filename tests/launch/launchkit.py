@@ -17,10 +17,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Executes notebooks (args: one JSON list of [in, out] pairs) with nbclient, two at a time, and
-#: prints one JSON line per notebook. Runs with the environment's own Python.
+#: prints one JSON line per notebook. Runs with the environment's own Python. Each notebook runs in
+#: a process of its own (forked): two NotebookClients in threads of one process once lost a kernel's
+#: reply, and the run waited out the cell timeout with the kernel idle.
 RUNNER = textwrap.dedent('''
-    import json, sys, time
-    from concurrent.futures import ThreadPoolExecutor
+    import json, multiprocessing, sys, time
+    from concurrent.futures import ProcessPoolExecutor
     import nbformat
     from nbclient import NotebookClient
 
@@ -39,7 +41,7 @@ RUNNER = textwrap.dedent('''
         return {"notebook": src, "seconds": round(time.perf_counter() - start, 1), "error": error}
 
     pairs = json.loads(sys.argv[1])
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("fork")) as pool:
         for result in pool.map(run, pairs):
             print(json.dumps(result), flush=True)
 ''')
