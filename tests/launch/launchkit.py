@@ -28,17 +28,26 @@ RUNNER = textwrap.dedent('''
 
     def run(pair):
         src, dst = pair
-        nb = nbformat.read(src, as_version=4)
         start = time.perf_counter()
-        error = None
-        try:
-            NotebookClient(nb, timeout=900, kernel_name="python3",
-                           resources={"metadata": {"path": str(__import__("pathlib").Path(src).parent)}}
-                           ).execute()
-        except Exception as err:  # the test reports which notebook and which cell
-            error = f"{type(err).__name__}: {str(err)[-3000:]}"
+        retried = False
+        for attempt in range(2):
+            nb = nbformat.read(src, as_version=4)
+            error = None
+            try:
+                NotebookClient(nb, timeout=180, kernel_name="python3",
+                               resources={"metadata": {"path": str(__import__("pathlib").Path(src).parent)}}
+                               ).execute()
+            except Exception as err:  # the test reports which notebook and which cell
+                error = f"{type(err).__name__}: {str(err)[-3000:]}"
+                # a cell that times out with its kernel idle (seen for mtdao in the Binder venv, not
+                # understood yet) gets one more run in a fresh kernel; any other error fails at once
+                if type(err).__name__ == "CellTimeoutError" and attempt == 0:
+                    retried = True
+                    continue
+            break
         nbformat.write(nb, dst)
-        return {"notebook": src, "seconds": round(time.perf_counter() - start, 1), "error": error}
+        return {"notebook": src, "seconds": round(time.perf_counter() - start, 1), "error": error,
+                "retried": retried}
 
     pairs = json.loads(sys.argv[1])
     with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("fork")) as pool:
