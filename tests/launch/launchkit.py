@@ -20,39 +20,70 @@ ROOT = Path(__file__).resolve().parents[2]
 #: prints one JSON line per notebook. Runs with the environment's own Python. Each notebook runs in
 #: a process of its own (forked): two NotebookClients in threads of one process once lost a kernel's
 #: reply, and the run waited out the cell timeout with the kernel idle.
+#:
+#: A cell that times out (seen for mtdao in two clean-clone ``make test`` runs, with the kernel at
+#: 0 % CPU, and never alone; not understood yet) gets one more run in a fresh kernel, and the result
+#: keeps what is needed to find the cause: the first error (it names the cell), and every thread's
+#: stack in the kernel (``faulthandler`` on SIGUSR1, registered by :data:`KERNEL_STARTUP`) and in the
+#: client at the moment of the timeout. Any other error fails at once.
 RUNNER = textwrap.dedent('''
-    import json, multiprocessing, sys, time
+    import faulthandler, json, multiprocessing, os, signal, sys, tempfile, time
     from concurrent.futures import ProcessPoolExecutor
+    from pathlib import Path
     import nbformat
     from nbclient import NotebookClient
+
+    class Client(NotebookClient):
+        stacks = ""
+
+        async def _async_handle_timeout(self, timeout, cell=None):
+            pid = self.km.provisioner.pid if self.km and self.km.provisioner else None
+            if pid:
+                os.kill(pid, signal.SIGUSR1)
+                time.sleep(2)
+                dump = Path(os.environ["ICLR_LAB_STACKS_DIR"]) / f"kernel-{pid}.txt"
+                self.stacks = "kernel:\\n" + (dump.read_text() if dump.exists() else "(no dump)")
+            with tempfile.TemporaryFile("w+") as f:
+                faulthandler.dump_traceback(f, all_threads=True)
+                f.seek(0)
+                self.stacks += "\\nclient:\\n" + f.read()
+            return await super()._async_handle_timeout(timeout, cell)
 
     def run(pair):
         src, dst = pair
         start = time.perf_counter()
-        retried = False
+        first_error, stacks = None, ""
         for attempt in range(2):
             nb = nbformat.read(src, as_version=4)
+            client = Client(nb, timeout=180, kernel_name="python3",
+                            resources={"metadata": {"path": str(Path(src).parent)}})
             error = None
             try:
-                NotebookClient(nb, timeout=180, kernel_name="python3",
-                               resources={"metadata": {"path": str(__import__("pathlib").Path(src).parent)}}
-                               ).execute()
+                client.execute()
             except Exception as err:  # the test reports which notebook and which cell
                 error = f"{type(err).__name__}: {str(err)[-3000:]}"
-                # a cell that times out with its kernel idle (seen for mtdao in the Binder venv, not
-                # understood yet) gets one more run in a fresh kernel; any other error fails at once
                 if type(err).__name__ == "CellTimeoutError" and attempt == 0:
-                    retried = True
+                    first_error, stacks = error, client.stacks
                     continue
             break
         nbformat.write(nb, dst)
         return {"notebook": src, "seconds": round(time.perf_counter() - start, 1), "error": error,
-                "retried": retried}
+                "retried": first_error is not None, "first_error": first_error, "stacks": stacks[-20000:]}
 
     pairs = json.loads(sys.argv[1])
     with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("fork")) as pool:
         for result in pool.map(run, pairs):
             print(json.dumps(result), flush=True)
+''')
+
+#: IPython startup file of the test environments' kernels: SIGUSR1 writes every thread's stack to
+#: ``$ICLR_LAB_STACKS_DIR/kernel-<pid>.txt`` (the runner sends it when a cell times out).
+KERNEL_STARTUP = textwrap.dedent('''
+    import faulthandler, os, signal
+    _dir = os.environ.get("ICLR_LAB_STACKS_DIR")
+    if _dir:
+        _stacks = open(os.path.join(_dir, f"kernel-{os.getpid()}.txt"), "w")
+        faulthandler.register(signal.SIGUSR1, file=_stacks, all_threads=True)
 ''')
 
 
@@ -86,6 +117,12 @@ def env_for(bin_dir: Path, home: Path) -> dict[str, str]:
 def execute(bin_dir: Path, notebooks: list[Path], out_dir: Path, env: dict[str, str]) -> list[dict]:
     """Execute ``notebooks`` in the venv's kernel; returns one result per notebook."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    startup = Path(env["IPYTHONDIR"]) / "profile_default" / "startup"
+    startup.mkdir(parents=True, exist_ok=True)
+    (startup / "00-dump-stacks.py").write_text(KERNEL_STARTUP)
+    stacks = out_dir / "stacks"
+    stacks.mkdir(exist_ok=True)
+    env = {**env, "ICLR_LAB_STACKS_DIR": str(stacks)}
     pairs = [[str(nb), str(out_dir / nb.name)] for nb in notebooks]
     proc = subprocess.run([str(bin_dir / "python"), "-c", RUNNER, json.dumps(pairs)], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=3600)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,6 +64,10 @@ def test_binder_environment_runs_every_chapter(binder):
     assert len(results) == len(NOTEBOOKS)
     for r in results:
         print(f"binder: {Path(r['notebook']).name} executed in {r['seconds']} s")
+        if r["retried"]:
+            # passes (the second run did), but loudly: the warning summary carries where it hung
+            warnings.warn(f"{Path(r['notebook']).name}: a cell timed out and the notebook passed on a "
+                          f"second run.\n{r['first_error'][:1500]}\n{r['stacks']}", stacklevel=1)
         assert r["error"] is None, f"{r['notebook']} failed on Binder:\n{r['error']}"
         out = tmp_path / "executed" / Path(r["notebook"]).name
         assert leftover_widgets(out) == 0, f"{out.name}: progress-bar widgets left in the outputs"
