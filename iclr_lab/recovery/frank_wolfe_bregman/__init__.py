@@ -2,14 +2,15 @@
 
 Reproduces Takahashi, Pokutta & Takeda, "Fast Frank–Wolfe Algorithms with Adaptive Bregman
 Step-Size for Weakly Convex Functions" (ICLR 2026, arXiv 2504.04330). The chapter is
-``book/recovery/frank_wolfe_bregman.md``. The package splits in three:
+``book/recovery/frank_wolfe_bregman.md``. The package splits in four:
 
 * :mod:`~iclr_lab.recovery.frank_wolfe_bregman.algorithms`: what a user imports: the linear
   minimisation oracles, the kernels, the step rules and :func:`frank_wolfe`;
 * :mod:`~iclr_lab.recovery.frank_wolfe_bregman.problems`: the chapter's objectives (phase retrieval,
   the l_p loss, Poisson/KL);
-* :mod:`~iclr_lab.recovery.frank_wolfe_bregman.experiments`: the chapter's :func:`reproduce`, its
-  claims, charts and explorer.
+* :mod:`~iclr_lab.recovery.frank_wolfe_bregman.experiments`: the chapter's :func:`reproduce` and
+  its claims;
+* :mod:`~iclr_lab.recovery.frank_wolfe_bregman.charts`: its charts and explorer.
 """
 
 from iclr_lab.recovery.frank_wolfe_bregman.algorithms import (
@@ -36,20 +37,24 @@ from iclr_lab.recovery.frank_wolfe_bregman.algorithms import (
     evals_per_iteration,
     frank_wolfe,
 )
+from iclr_lab.recovery.frank_wolfe_bregman.charts import (
+    charts,
+    explorer,
+    scaling_chart,
+    scaling_profile,
+)
 from iclr_lab.recovery.frank_wolfe_bregman.experiments import (
     SIZES,
-    charts,
     estimate_growth,
-    explorer,
     half_rates,
     linear_rate,
+    lp_hard_instance,
     lp_instance,
     numbers,
     phase_retrieval_instance,
     poisson_instance,
     reproduce,
-    scaling_chart,
-    scaling_profile,
+    slope_ratio,
 )
 from iclr_lab.recovery.frank_wolfe_bregman.problems import LpLoss, PhaseRetrieval, PoissonKL
 
@@ -85,6 +90,7 @@ __all__ = [
     "frank_wolfe",
     "half_rates",
     "linear_rate",
+    "lp_hard_instance",
     "lp_instance",
     "numbers",
     "phase_retrieval_instance",
@@ -92,4 +98,5 @@ __all__ = [
     "reproduce",
     "scaling_chart",
     "scaling_profile",
+    "slope_ratio",
 ]
