@@ -37,6 +37,11 @@ row per run, with a ``final_loss`` column). Two ways to start it:
           -m iclr_lab launch desloc --out runs/
 
 ``--out`` writes rank 0's tables as CSV (and the simulator's, when compared, to ``DIR/simulator``).
+Each process runs one torch thread. ``launch`` runs only a chapter's own experiment: for your own
+model and data, use the optimizer in your own ``torchrun`` script, ``DESLOC(...,
+comm=init_from_env())``, as ``examples/desloc_torchrun.py`` does. A collective that fails because
+another rank died ends in one line, ``iclr-lab: error: rank R of N: an all-reduce ... failed``, with
+exit status 2.
 """
 
 from __future__ import annotations
@@ -310,6 +315,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _stability(args)
         return _all(args) if args.all else _one(args.slug, args)
     except ValueError as err:  # bad slug, scale or seed: one line, no traceback
+        print(f"iclr-lab: error: {err}", file=sys.stderr)
+        return 2
+    except RuntimeError as err:
+        # a rank of a torch.distributed group died (named by class: importing the collective here
+        # would import torch for every command)
+        if type(err).__name__ != "CollectiveError":
+            raise
         print(f"iclr-lab: error: {err}", file=sys.stderr)
         return 2
 

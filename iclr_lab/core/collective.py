@@ -33,6 +33,7 @@ worker its own ``torch.Generator`` seeded from its rank.
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import pickle
@@ -52,13 +53,16 @@ from iclr_lab.core.validation import check_choice, check_int, check_range
 
 __all__ = [
     "BACKENDS",
+    "BUCKET_CAP_MB",
     "START_METHODS",
     "TENSOR_KINDS",
     "Collective",
+    "CollectiveError",
     "CommCounts",
     "SimulatedCollective",
     "TensorKind",
     "TorchDistributedCollective",
+    "buckets",
     "comm_seconds",
     "init_from_env",
     "run_gloo",
@@ -312,28 +316,92 @@ class SimulatedCollective(Collective):
             t.copy_(value)
 
 
+#: Default size cap of one all-reduce bucket, in MiB: DistributedDataParallel's ``bucket_cap_mb``.
+BUCKET_CAP_MB = 25.0
+
+
+def buckets(tensors: Sequence[torch.Tensor], cap_bytes: int) -> list[list[torch.Tensor]]:
+    """Split ``tensors`` into runs of consecutive tensors of one device and dtype, each at most
+    ``cap_bytes`` of payload (a tensor larger than the cap is a bucket of its own; ``cap_bytes=0``
+    gives one bucket per tensor). The order of the tensors is kept."""
+    out: list[list[torch.Tensor]] = []
+    size = 0
+    for t in tensors:
+        nbytes = t.numel() * t.element_size()
+        last = out[-1] if out else None
+        if (last is not None and cap_bytes > 0 and size + nbytes <= cap_bytes
+                and (last[0].device, last[0].dtype) == (t.device, t.dtype)):
+            last.append(t)
+            size += nbytes
+        else:
+            out.append([t])
+            size = nbytes
+    return out
+
+
+class CollectiveError(RuntimeError):
+    """A collective call failed in a ``torch.distributed`` group: usually another rank died, left,
+    or did not join within the group's timeout."""
+
+
 class TorchDistributedCollective(Collective):
     """A worker of a ``torch.distributed`` process group (the default group unless one is given).
 
-    With the NCCL back end, CPU tensors go through a CUDA buffer (NCCL reduces only GPU tensors), so
-    the same CPU training code runs on either back end.
+    The tensors of one call are flattened into buckets of at most ``bucket_cap_mb`` MiB (consecutive
+    tensors of one device and dtype, as DistributedDataParallel buckets its gradients), and each
+    bucket takes one ``all_reduce``; the results are copied back into the tensors. Element by
+    element this is the same sum as one all-reduce per tensor (``bucket_cap_mb=0``), so for two
+    ranks the two paths agree bit for bit (a test checks it). Tensors are reduced on the device
+    they live on: CUDA tensors with NCCL in place on their GPU. CPU tensors in an NCCL group go
+    through one CUDA buffer per bucket (NCCL reduces only GPU tensors), so the same CPU training
+    code runs on either back end. The byte and round counters count the call as the algorithm
+    makes it (one round per call, its payload bytes), whatever the bucketing.
+
+    A failed all-reduce (a rank that died or left) raises :class:`CollectiveError` naming this
+    rank and the tensors' kind, within the process group's ``timeout`` at the latest.
+
+    Args:
+        group: the process group (``None``: the default group).
+        bucket_cap_mb: the largest bucket, in MiB (>= 0; 0 sends one tensor per all-reduce).
     """
 
-    def __init__(self, group: Any = None) -> None:
+    def __init__(self, group: Any = None, *, bucket_cap_mb: float = BUCKET_CAP_MB) -> None:
         if not dist.is_initialized():
             raise RuntimeError("torch.distributed is not initialised: call init_from_env() first")
         super().__init__(dist.get_rank(group), dist.get_world_size(group))
+        cap = check_range("bucket_cap_mb", bucket_cap_mb, 0, math.inf, high_open=True)
+        self.bucket_cap_bytes = int(cap * 2**20)
         self._group = group
         self._staged = dist.get_backend(group) == "nccl"
 
+    def _collective(self, tensors: Sequence[torch.Tensor], kind: str, op: _Op) -> None:
+        try:
+            super()._collective(tensors, kind, op)
+        except (RuntimeError, dist.DistError) as err:
+            if isinstance(err, CollectiveError):
+                raise
+            raise CollectiveError(
+                f"rank {self.rank} of {self.world_size}: an all-reduce of {kind} failed: another "
+                f"rank has probably died, left the group, or not joined within the process "
+                f"group's timeout ({type(err).__name__}: {str(err).splitlines()[0][:300]})") from err
+
     def _all_reduce(self, tensors: list[torch.Tensor], op: _Op) -> None:
-        for t in tensors:
-            buf = t.cuda() if self._staged and t.device.type == "cpu" else t
+        for bucket in buckets(tensors, self.bucket_cap_bytes):
+            if len(bucket) == 1 and bucket[0].is_contiguous():
+                flat = bucket[0]
+            else:
+                flat = torch.cat([t.reshape(-1) for t in bucket])
+            buf = flat.cuda() if self._staged and flat.device.type == "cpu" else flat
             dist.all_reduce(buf, op=dist.ReduceOp.SUM, group=self._group)
             if op == "mean":
                 buf.div_(self.world_size)
-            if buf is not t:
-                t.copy_(buf)
+            if buf is bucket[0]:
+                continue
+            offset = 0
+            for t in bucket:
+                n = t.numel()
+                t.copy_(buf[offset:offset + n].view_as(t))
+                offset += n
 
 
 def run_simulated(fn: Callable[[Collective], T], world_size: int) -> list[T]:
@@ -368,22 +436,35 @@ def run_simulated(fn: Callable[[Collective], T], world_size: int) -> list[T]:
     return results
 
 
-def init_from_env(backend: str | None = None) -> TorchDistributedCollective:
+def init_from_env(backend: str | None = None, *, timeout: float = 300.0, threads: int | None = 1,
+                  bucket_cap_mb: float = BUCKET_CAP_MB) -> TorchDistributedCollective:
     """Join the process group described by the environment (``torchrun`` sets ``RANK``,
     ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``) and return this worker's collective.
 
     ``backend`` defaults to NCCL when CUDA is available and gloo otherwise. With NCCL each process
     uses the GPU ``LOCAL_RANK`` (``torchrun`` sets it), or ``RANK`` modulo the number of GPUs.
+
+    Args:
+        backend: ``"gloo"`` or ``"nccl"`` (``None``: NCCL if CUDA is available, else gloo).
+        timeout: seconds a collective may wait for the other ranks before it fails (> 0): a rank
+            that dies makes the others stop with a :class:`CollectiveError` within it, not hang.
+        threads: torch's intra-op threads in this process (>= 1; ``None`` leaves torch's setting).
+            The default, one, keeps ``N`` ranks on a node from oversubscribing its cores; ask for
+            more when a node runs fewer ranks than it has cores.
+        bucket_cap_mb: the all-reduce bucket cap (see :class:`TorchDistributedCollective`).
     """
     if backend is not None:
         check_choice("backend", backend, BACKENDS)
+    timeout = check_range("timeout", timeout, 0, math.inf, low_open=True, high_open=True)
+    if threads is not None:
+        torch.set_num_threads(check_int("threads", threads, 1))
     if not dist.is_initialized():
         backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
         if backend == "nccl":
             local = int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0")))
             torch.cuda.set_device(local % max(torch.cuda.device_count(), 1))
-        dist.init_process_group(backend)
-    return TorchDistributedCollective()
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
+    return TorchDistributedCollective(bucket_cap_mb=bucket_cap_mb)
 
 
 def _free_port() -> int:
@@ -396,8 +477,7 @@ def _process_worker(rank: int, fn: Callable[[Collective], Any], world_size: int,
                     out: str, backend: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size))
-    torch.set_num_threads(1)
-    comm = init_from_env(backend)
+    comm = init_from_env(backend)  # one thread per process
     try:
         result = fn(comm)
         dist.barrier()
