@@ -44,7 +44,14 @@ from iclr_lab.core.validation import check_int
 from iclr_lab.core.worker_data import worker_seed
 from iclr_lab.distributed.desloc.stacked import StackedCollective, _batches, _StackedDESLOC, _StackedMLP
 from iclr_lab.distributed.mtdao.optimizer import MTDAO
-from iclr_lab.distributed.mtdao.training import DigitsSetup, Method, _check_method, _Recorder, _shards
+from iclr_lab.distributed.mtdao.training import (
+    DigitsSetup,
+    Method,
+    _check_method,
+    _Recorder,
+    _shards,
+    held_out,
+)
 
 __all__ = ["train_stacked"]
 
@@ -143,19 +150,20 @@ def train_stacked(runs: Sequence[tuple[Method, int]], setup: DigitsSetup, worker
     alignment = [[math.nan] * len(grp.seeds) for grp in groups]
     tables: list[list[dict[str, Any]]] = [[] for _ in runs]
     evals = {s: (torch.from_numpy(d.split.x_train), torch.from_numpy(d.split.y_train),
-                 torch.from_numpy(d.split.x_test), torch.from_numpy(d.split.y_test))
-             for s, d in data.items()}
+                 *held_out(d)) for s, d in data.items()}
 
     def record(g: int, step: int) -> None:
         grp = groups[g]
         counts = grp.comm.counts().as_row()
         for k, (run, s) in enumerate(zip(grp.runs, grp.seeds, strict=True)):
             m = model.load_into(grp.start + k * workers, scratch)  # rank 0 of this run
-            x_tr, y_tr, x_te, y_te = evals[s]
+            x_tr, y_tr, (x_va, y_va), (x_te, y_te) = evals[s]
             loss, _ = m.evaluate(x_tr, y_tr)
-            _, acc = m.evaluate(x_te, y_te)
+            val_loss, _ = m.evaluate(x_va, y_va)
+            test_loss, acc = m.evaluate(x_te, y_te)
             tables[run].append({"method": grp.method.name, "step": step, "loss": loss,
-                                "test_acc": acc, "alignment": alignment[g][k], **counts})
+                                "val_loss": val_loss, "test_loss": test_loss, "test_acc": acc,
+                                "alignment": alignment[g][k], **counts})
 
     for g in range(len(groups)):
         record(g, 0)

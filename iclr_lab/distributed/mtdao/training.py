@@ -26,7 +26,7 @@ from iclr_lab.core.worker_data import WorkerShards, digit_shards, worker_seed
 from iclr_lab.distributed.desloc import DESLOC
 from iclr_lab.distributed.mtdao.optimizer import MTDAO, check_sync_periods
 
-__all__ = ["DigitsSetup", "Method", "model_bytes", "train_worker"]
+__all__ = ["DigitsSetup", "Method", "held_out", "model_bytes", "train_worker"]
 
 INF = math.inf
 
@@ -145,6 +145,20 @@ def _shards(n_workers: int, split: str, seed: int) -> WorkerShards:
     return digit_shards(n_workers, split, seed=seed, standardize=True)
 
 
+def held_out(data: WorkerShards) -> tuple[tuple[torch.Tensor, torch.Tensor],
+                                         tuple[torch.Tensor, torch.Tensor]]:
+    """The held-out examples cut in two: ``(validation, test)``, each ``(x, y)``.
+
+    The digits test split (360 images, shuffled once with seed 0 and the same for every seed) is
+    cut at its middle: the first half validates (the learning rates and configurations are tuned
+    on its loss, on the tuning seeds), the second half tests (the claims are judged on its loss,
+    on the judging seeds). No run trains on either half.
+    """
+    x, y = torch.from_numpy(data.split.x_test), torch.from_numpy(data.split.y_test)
+    half = len(y) // 2
+    return (x[:half], y[:half]), (x[half:], y[half:])
+
+
 class _Recorder(Collective):
     """Forwards every collective call to ``inner`` (which counts it) and keeps a copy of this
     worker's parameters just before each parameter average, for the alignment diagnostic."""
@@ -194,8 +208,10 @@ def train_worker(comm: Collective, method: Method, setup: DigitsSetup, seed: int
     Returns:
         A table with one row per evaluation on rank 0 (other ranks return an empty table), with
         columns ``method``, ``step``, ``loss`` (cross-entropy on the whole training set),
-        ``test_acc``, ``alignment`` (mean pseudo-gradient cosine of the round that just ended;
-        NaN for DDP and at step 0), and the communication of this worker since the run started
+        ``val_loss`` and ``test_loss`` (cross-entropy on the two halves of the held-out
+        examples, :func:`held_out`), ``test_acc`` (accuracy on the test half), ``alignment``
+        (mean pseudo-gradient cosine of the round that just ended; NaN for DDP and at step 0),
+        and the communication of this worker since the run started
         (:meth:`~iclr_lab.core.collective.CommCounts.as_row`).
     """
     _check_method(method, setup)
@@ -215,13 +231,15 @@ def train_worker(comm: Collective, method: Method, setup: DigitsSetup, seed: int
     rows: list[dict[str, Any]] = []
     if comm.rank == 0:
         x_all, y_all = torch.from_numpy(data.split.x_train), torch.from_numpy(data.split.y_train)
-        x_test, y_test = torch.from_numpy(data.split.x_test), torch.from_numpy(data.split.y_test)
+        (x_val, y_val), (x_test, y_test) = held_out(data)
 
     def record(step: int) -> None:
         if comm.rank == 0:
             loss, _ = model.evaluate(x_all, y_all)
-            _, acc = model.evaluate(x_test, y_test)
-            rows.append({"method": method.name, "step": step, "loss": loss, "test_acc": acc,
+            val_loss, _ = model.evaluate(x_val, y_val)
+            test_loss, acc = model.evaluate(x_test, y_test)
+            rows.append({"method": method.name, "step": step, "loss": loss, "val_loss": val_loss,
+                         "test_loss": test_loss, "test_acc": acc,
                          "alignment": alignment, **(comm.counts() - start).as_row()})
 
     record(0)
