@@ -282,6 +282,9 @@ class Trajectory:
         monitor: ``{iteration: (S, B, 3) array}`` of :func:`stage_metrics` (signal, redundant,
             alignment) at the iterations asked for.
         diverged: ``(S, B)``, runs whose loss overflowed; they were frozen from then on.
+        u_min: Fourier slices of the iterate with the smallest relative error (the oracle's
+            "FGD-best", which needs ``x_star``; the last iterate without it).
+        t_min: ``(S, B)``, the iteration of ``u_min``.
     """
 
     train_loss: np.ndarray
@@ -292,6 +295,8 @@ class Trajectory:
     t_best: np.ndarray
     monitor: dict[int, np.ndarray] = field(default_factory=dict)
     diverged: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
+    u_min: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    t_min: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
 
 
 def descend(u0: np.ndarray, a_train: np.ndarray, y_train: np.ndarray, eta: np.ndarray | float,
@@ -337,8 +342,10 @@ def descend(u0: np.ndarray, a_train: np.ndarray, y_train: np.ndarray, eta: np.nd
                      val_loss=np.full((steps + 1, S, B), np.nan),
                      rse=np.full((steps + 1, S, B), np.nan), u_last=uh, u_best=uh.copy(),
                      t_best=np.zeros((S, B), dtype=np.int64),
-                     diverged=np.zeros((S, B), dtype=bool))
+                     diverged=np.zeros((S, B), dtype=bool), u_min=uh.copy(),
+                     t_min=np.zeros((S, B), dtype=np.int64))
     best = np.full((S, B), np.inf)
+    lowest = np.full((S, B), np.inf)
     wanted = set(monitor_at)
     for t in range(steps + 1):
         z = tubes.from_fourier(uh @ _herm(uh))  # Z_t = U_t * U_t^T, (S, B, k, n, n)
@@ -362,6 +369,10 @@ def descend(u0: np.ndarray, a_train: np.ndarray, y_train: np.ndarray, eta: np.nd
         if xk is not None:
             err = np.sum((z - xk[:, None]) ** 2, axis=(2, 3, 4)) / x_norm2
             out.rse[t] = np.where(out.diverged, np.nan, err)
+            lower = out.rse[t] < lowest
+            lowest = np.where(lower, out.rse[t], lowest)
+            out.u_min[lower] = uh[lower]
+            out.t_min[lower] = t
         if t in wanted and v_star is not None and r is not None:
             out.monitor[t] = _stage_metrics_fourier(uh, v_star, r)
         if t == steps:
@@ -377,6 +388,8 @@ def descend(u0: np.ndarray, a_train: np.ndarray, y_train: np.ndarray, eta: np.nd
     out.u_last = uh
     if not has_val:
         out.u_best, out.t_best = uh.copy(), np.full((S, B), steps, dtype=np.int64)
+    if xk is None:
+        out.u_min, out.t_min = uh.copy(), np.full((S, B), steps, dtype=np.int64)
     return out
 
 
