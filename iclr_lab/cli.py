@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -303,10 +304,27 @@ def _cuda() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def _check_out(out: Path | None) -> None:
+    """Make sure ``--out`` is a directory this process can write, before anything runs (a book-scale
+    run, or ``--all``, would otherwise be lost at the end). Creates it if needed."""
+    if out is None:
+        return
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as err:
+        raise ValueError(f"--out {out}: cannot write there ({err.strerror or err})") from err
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status (0 = every expected claim holds)."""
+    """Entry point; returns the exit status (0 = every expected claim holds, 1 = an expected claim
+    failed, 2 = a usage error or a file that cannot be read or written, named in one line)."""
     args = _parser().parse_args(argv)
     try:
+        _check_out(getattr(args, "out", None))
         if args.command == "list":
             return _list()
         if args.command == "launch":
@@ -314,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "stability":
             return _stability(args)
         return _all(args) if args.all else _one(args.slug, args)
-    except ValueError as err:  # bad slug, scale or seed: one line, no traceback
+    except (ValueError, OSError) as err:  # bad argument, unreadable or unwritable file: one line
         print(f"iclr-lab: error: {err}", file=sys.stderr)
         return 2
     except RuntimeError as err:

@@ -127,3 +127,31 @@ def test_launch_help_reads_as_plain_text(capsys):
         cli.main(["launch", "--help"])
     text = capsys.readouterr().out
     assert "usage: iclr-lab launch" in text and "torchrun" in text and "`" not in text
+
+
+@pytest.mark.parametrize("command", [["reproduce", "vradam"], ["reproduce", "--all"],
+                                     ["stability", "vradam"], ["launch", "desloc"]])
+@pytest.mark.parametrize("where", ["a file", "under a file", "read-only"])
+def test_a_bad_out_is_one_line_and_exit_2_before_anything_runs(monkeypatch, tmp_path, capsys,
+                                                               command, where):
+    def must_not_run(slug):
+        raise AssertionError("the chapter ran before --out was checked")
+
+    monkeypatch.setattr("iclr_lab.core.registry.load", must_not_run)
+    (tmp_path / "f").write_text("x")
+    out = {"a file": tmp_path / "f", "under a file": tmp_path / "f" / "sub",
+           "read-only": "/proc/iclr_lab_out"}[where]
+    assert cli.main([*command, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"iclr-lab: error: --out {out}") and "\n" not in err
+
+
+def test_a_dead_rank_is_one_line_and_exit_2(monkeypatch, capsys):
+    from iclr_lab.core.collective import CollectiveError
+
+    def dies(slug):
+        raise CollectiveError("rank 0 of 2: an all-reduce of parameters failed: another rank ...")
+
+    monkeypatch.setattr(cli, "_launchable", dies)
+    assert cli.main(["launch", "desloc"]) == 2
+    assert capsys.readouterr().err.startswith("iclr-lab: error: rank 0 of 2: an all-reduce")
