@@ -320,7 +320,10 @@ def test_smoke_reproduce_branches_are_counterfactuals(smoke_report):
     assert len(dec) and dec.replay_error.max() == 0.0
     assert r.claim("branch_replays_run").passed
     rates = r.tables["rates"].set_index("optimizer").lr
-    assert set(rates) <= set(ex.SIZES["smoke"].grid)
+    # each tuned rate is on the grid or on its one extension (core.tuning.tune)
+    tun = r.tables["tuning"]
+    assert set(tun[~tun.extension].lr) == set(ex.SIZES["smoke"].grid)
+    assert all(rates[n] in set(tun[tun.optimizer == n].lr) for n in doit.OPTIMIZERS)
     # the best single is the one with the highest median test accuracy
     fin = r.tables["final"]
     singles = fin[fin.method.isin(doit.OPTIMIZERS)].groupby("method").test_acc.median()
@@ -339,3 +342,59 @@ def test_explorer_recomputes():
     first = w.result.to_dict()
     w.children[0].value = 25
     assert w.result.to_dict() != first
+
+
+def test_tuning_scores_the_median_validation_loss_on_tuning_seeds():
+    from iclr_lab.core.tuning import tuning_seeds
+
+    data = ex.digits_split()
+    grid = (3e-2, 3e-1)
+    rates, table, tuned = doit.tune_rates(grid, 3, steps=12, eval_every=6, data=data)
+    seeds = tuning_seeds(3, ex.TUNING_SEEDS)
+    assert not set(seeds) & set(range(3, 3 + ex.SIZES["book"].seeds))
+    for t in tuned:
+        for lr, got in zip(t.grid, t.scores, strict=True):
+            losses = [float(doit.run_method(t.method, s, {t.method: lr}, steps=12, eval_every=6,
+                                            data=data).log.val_loss.iloc[-1]) for s in seeds]
+            # stacked and alone agree to rounding, which a run blowing up at lr 0.3 amplifies
+            assert got == pytest.approx(float(np.median(losses)), rel=1e-3)
+        assert rates[t.method] == t.choice
+        assert t.choice == min((sc, lr) for lr, sc in zip(t.grid, t.scores, strict=True))[1]
+    assert set(table.optimizer) == set(doit.OPTIMIZERS)
+    assert table.groupby("optimizer").chosen.sum().eq(1).all()
+
+
+def test_steps_to_target_reads_the_first_evaluation_below_the_target():
+    import pandas as pd
+
+    rows = [{"method": m, "seed": 0, "step": st, "val_loss": v}
+            for m, vals in {"SGD": [2.0, 1.0, 0.5], "Adam": [1.5, 1.2, 1.0], "DOIT": [0.54, 0.4, 0.3],
+                            "random switching": [3.0, 2.0, float("nan")]}.items()
+            for st, v in zip((10, 20, 30), vals, strict=True)]
+    log = pd.DataFrame(rows)
+    final = log[log.step == 30]
+    # the target is 1.1 x the best single optimizer's final loss: 1.1 * 0.5 = 0.55
+    assert doit.steps_to_target(log, final, "DOIT", [0])[0] == 10
+    assert doit.steps_to_target(log, final, "SGD", [0])[0] == 30
+    assert doit.steps_to_target(log, final, "Adam", [0])[0] == 40  # never: budget + one evaluation
+    assert doit.steps_to_target(log, final, "random switching", [0])[0] == 40
+
+
+def test_every_paper_claim_has_a_control_and_a_regime(smoke_report):
+    r = smoke_report("doit", 0)
+    paper = [c for c in r.claims if c.kind == "paper"]
+    assert {c.name for c in paper} >= {"beats_best_single", "within_best_single",
+                                       "beats_random_switching", "beats_median_single",
+                                       "steps_to_target"}
+    for c in paper:
+        assert (c.control and len(c.control_per_seed) == len(c.per_seed)) or c.no_control, c.name
+        assert c.regime.startswith("paper:"), c.name
+    assert r.tuning and {t.method for t in r.tuning} == set(doit.OPTIMIZERS)
+    # the controls are the switching rules, measured by the same function on the same seeds
+    fin = r.tables["final"]
+    seeds = sorted(fin.seed.unique())
+    acc = fin.set_index(["method", "seed"]).test_acc * 100
+    best = doit.best_single(fin)
+    within = r.claim("within_best_single")
+    want = [acc[(ex.ROUND_ROBIN, s)] - acc[(best, s)] for s in seeds]
+    assert list(within.control_per_seed) == pytest.approx(want)

@@ -76,15 +76,18 @@ def test_run_many_equals_run_method():
     assert len(doit_run.branches) == 5 * (24 // 4 - 2)  # every cycle after the cold start, branched
 
 
-def test_restart_shock_reuses_the_tuning_state():
+def test_restart_shock_reuses_the_single_runs_state():
     data = ex.digits_split()
     grid = (3e-2, 3e-1)
-    rates, tuning, _, halfway = ex._tune(grid, 0, steps=20, eval_every=10, data=data, snapshot_at=10)
+    rates, tuning, _ = ex.tune_rates(grid, 0, steps=20, eval_every=10, data=data)
+    jobs = [Job(name, 0, {name: rates[name]}) for name in OPTIMIZERS]
+    _, snaps = run_many(jobs, steps=20, eval_every=10, data=data, snapshot_at=10)
+    halfway = {(j.method, rates[j.method]): snap for j, snap in zip(jobs, snaps, strict=True)}
     kw = {"steps": 20, "cycle": 4, "grid": grid, "probe_size": 64, "data": data}
     reused = ex.restart_shock(rates, tuning, 0, warm=halfway, **kw)
     trained = ex.restart_shock(rates, tuning, 0, **kw)
     _frames_close(reused, trained)
-    assert len(reused) == len(OPTIMIZERS) * len(grid)
+    assert len(reused) == sum(len(set(grid) | {rates[n]}) for n in OPTIMIZERS)
 
 
 def test_stack_rejects_bad_arguments():

@@ -1,32 +1,32 @@
 """DOIT: Dynamic Optimizer Interleaving Training ("Towards Dynamic Interleaving Optimizers", ICLR 2026).
 
-The chapter is ``book/optimizers/doit.md``. The package splits in two:
+The chapter is ``book/optimizers/doit.md``. The package splits in four:
 
 * :mod:`~iclr_lab.optimizers.doit.method`: what a user imports: the controller :class:`DOIT`, the
   cycle score, the state features, the acquisition, and :func:`train_with_doit`;
-* :mod:`~iclr_lab.optimizers.doit.experiments`: the chapter's :func:`reproduce`, its claims, charts
-  and explorer.
+* :mod:`~iclr_lab.optimizers.doit.experiments`: the chapter's :func:`reproduce` (the tuning, the
+  runs, the restart experiment) and its explorer;
+* :mod:`~iclr_lab.optimizers.doit.claims`: the claims and the numbers the prose quotes;
+* :mod:`~iclr_lab.optimizers.doit.charts`: the figures.
 
 DOIT is a controller that owns a ``torch.optim`` optimizer and replaces it every few steps; it is not
 itself a :class:`torch.optim.Optimizer`.
 """
 
+from iclr_lab.optimizers.doit.charts import charts, timeline_chart
+from iclr_lab.optimizers.doit.claims import best_single, numbers, steps_to_target
 from iclr_lab.optimizers.doit.experiments import (
     BASELINES,
     METHODS,
     SIZES,
     DigitsSplit,
     Run,
-    best_single,
-    charts,
     digits_split,
     explorer,
     explorer_chart,
-    numbers,
     reproduce,
     restart_shock,
     run_method,
-    timeline_chart,
     tune_rates,
 )
 from iclr_lab.optimizers.doit.method import (
@@ -76,6 +76,7 @@ __all__ = [
     "score",
     "score_terms",
     "state_features",
+    "steps_to_target",
     "timeline_chart",
     "train_with_doit",
     "tune_rates",
