@@ -499,3 +499,44 @@ def test_reproduce_smoke_reports_every_claim_kind(smoke) -> None:
     assert np.allclose(main.sort_values("seed")["reward"], same.sort_values("seed")["reward"])
     charts = smoke.charts()
     assert {"tradeoff", "trajectories", "robustness", "rates", "eta_sweep", "anatomy"} <= set(charts)
+
+
+def test_paper_claims_name_a_control_or_a_reason_and_a_regime(smoke) -> None:
+    for c in smoke.claims:
+        if c.kind == "paper":
+            assert bool(c.control) != bool(c.no_control), c.name
+            assert c.regime, c.name
+            if c.control:
+                assert len(c.control_per_seed) == len(c.per_seed)
+    # the extension the paper never ran is not counted as a paper claim
+    assert smoke.claim("roi_met_high_target").kind == "derivation"
+
+
+def test_every_bidder_is_tuned_on_the_same_grid_size_on_seeds_it_is_not_judged_on(smoke) -> None:
+    from iclr_lab.core.tuning import tuning_seeds
+
+    assert {t.method for t in smoke.tuning} == {"L2FOB", "primal–dual (two duals)",
+                                                 "Wang et al. (budget only)"}
+    assert all(len(t.grid) >= 5 for t in smoke.tuning)
+    runs = smoke.tables["runs"]
+    assert not set(runs["seed"]) & set(tuning_seeds(0, 2))
+    frozen = runs[runs["frozen"]].groupby("method")["step"].unique()
+    assert all(len(v) == 1 for v in frozen)
+    chosen = {t.method: t.choice for t in smoke.tuning}
+    for m in ("primal–dual (two duals)", "Wang et al. (budget only)"):
+        assert np.isclose(frozen[m][0], chosen[m])
+    assert np.isclose(frozen["L2FOB"][0], 0.6)  # L2FOB keeps the paper's step
+
+
+def test_joint_robustness_fails_a_bidder_that_misses_the_roi_target() -> None:
+    from iclr_lab.online.l2fob.claims import _joint
+
+    rows = [{"method": m, "setting": "paper", "step": x, "seed": 0, "reward": rew,
+             "roi_share": roi}
+            for m, rew, roi in (("steady", 100.0, 0.99), ("steady", 101.0, 0.97),
+                                ("greedy", 100.0, 0.80), ("greedy", 100.5, 0.81))
+            for x in [(1.0 if rew in (100.0,) else 2.0)]]
+    df = pd.DataFrame(rows)
+    assert _joint(df, "steady", ["paper"], [1.0, 2.0])[0] <= 0.0  # flat reward, ROI met
+    greedy = _joint(df, "greedy", ["paper"], [1.0, 2.0])[0]
+    assert np.isclose(greedy, 0.95 - 0.80)  # flat reward, but the ROI misses: fails

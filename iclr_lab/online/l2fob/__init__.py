@@ -8,8 +8,9 @@ in two:
   (:class:`FirstPriceAuction`, :class:`SecondPriceAuction`), the bidders (:class:`L2FOB`,
   :class:`PrimalDual`, :class:`WangDualDescent`), :func:`run` and the fluid LP
   :func:`fluid_optimum`;
-* :mod:`~iclr_lab.online.l2fob.experiments`: the chapter's :func:`reproduce`, its claims, charts and
-  explorer.
+* :mod:`~iclr_lab.online.l2fob.experiments`: the chapter's runs and :func:`reproduce`;
+  :mod:`~iclr_lab.online.l2fob.claims` its claims, tables and the numbers of its prose;
+  :mod:`~iclr_lab.online.l2fob.charts` its charts and explorer.
 """
 
 from .bidding import (
@@ -29,19 +30,9 @@ from .bidding import (
     run,
     value_moments,
 )
-from .experiments import (
-    SETTINGS,
-    SIZES,
-    anatomy,
-    anatomy_chart,
-    charts,
-    explorer,
-    numbers,
-    reproduce,
-    trajectories,
-    trajectory_chart,
-    tuned_steps,
-)
+from .charts import anatomy_chart, charts, explorer, trajectory_chart
+from .claims import numbers, tuned_steps
+from .experiments import SETTINGS, SIZES, anatomy, reproduce, trajectories
 
 __all__ = [
     "L2FOB",
