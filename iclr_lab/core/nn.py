@@ -16,7 +16,7 @@ from torch import nn
 
 from iclr_lab.core.datasets import Split
 from iclr_lab.core.progress import progress
-from iclr_lab.core.validation import check_int
+from iclr_lab.core.validation import check_int, check_range
 
 __all__ = ["FlatMLP", "adam_update", "batch_indices", "evaluate", "mlp", "train_classifier",
            "warmup_cosine"]
@@ -124,9 +124,25 @@ def adam_update(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor,
 
 def warmup_cosine(t: int, peak: float, warmup: int, steps: int) -> float:
     """The learning rate of step ``t`` (1-based) of ``steps``: linear warm-up to ``peak`` over the
-    first ``warmup`` steps, then cosine decay to 0 at step ``steps``."""
+    first ``warmup`` steps, then cosine decay to 0 at step ``steps``.
+
+    Step 0 gives 0 (or ``peak`` with no warm-up), and a step past ``steps`` gives 0: the schedule
+    has ended, it does not repeat. ``warmup = steps`` warms up over the whole run.
+
+    Args:
+        t: the step (an integer >= 0).
+        peak: the rate at the end of the warm-up (finite, >= 0).
+        warmup: warm-up steps (0 <= warmup <= steps).
+        steps: the schedule's length (>= 1).
+    """
+    steps = check_int("steps", steps, 1)
+    warmup = check_int("warmup", warmup, 0, steps)
+    t = check_int("t", t, 0)
+    peak = check_range("peak", peak, 0, math.inf, high_open=True)
     if t <= warmup:
-        return peak * t / warmup
+        return peak * t / warmup if warmup else peak
+    if t >= steps:
+        return 0.0
     frac = (t - warmup) / (steps - warmup)
     return peak * 0.5 * (1.0 + math.cos(math.pi * frac))
 

@@ -30,3 +30,17 @@ def test_adam_update_is_torch_adam_bit_for_bit() -> None:
             opt.step()
             adam_update(p, g, m, v, t, lr=lr, betas=betas)
         assert torch.equal(p, ref.detach())
+
+
+def test_warmup_cosine_is_validated_and_ends_at_zero_instead_of_repeating():
+    assert warmup_cosine(0, 1.0, 10, 100) == 0.0
+    assert warmup_cosine(100, 1.0, 10, 100) == 0.0
+    assert warmup_cosine(150, 1.0, 10, 100) == 0.0  # was periodic: 0.5 past the end
+    assert warmup_cosine(200, 1.0, 10, 100) == 0.0  # was 1.0 again
+    assert warmup_cosine(50, 1.0, 50, 50) == 1.0 and warmup_cosine(51, 1.0, 50, 50) == 0.0
+    assert warmup_cosine(0, 2.0, 0, 10) == 2.0
+    for bad, match in [((-3, 1.0, 10, 100), "t"), ((5, 1.0, 101, 100), "warmup"),
+                       ((5, 1.0, 10, 0), "steps"), ((5, -1.0, 10, 100), "peak"),
+                       ((5, float("nan"), 10, 100), "peak"), ((1.5, 1.0, 10, 100), "t")]:
+        with pytest.raises((ValueError, TypeError), match=match):
+            warmup_cosine(*bad)
