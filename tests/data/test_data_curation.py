@@ -257,8 +257,13 @@ def smoke(smoke_report) -> Report:
 
 
 def test_smoke_report_has_every_table_and_number(smoke: Report) -> None:
-    assert {"formula", "abundant", "scarce", "limit_curves", "limit_sims", "collapse",
-            "grid_theory", "grid_sims", "phase"} <= set(smoke.tables)
+    assert {"formula", "abundant", "abundant_tuned", "scarce", "limit_curves", "limit_sims",
+            "collapse", "grid_theory", "grid_sims", "phase"} <= set(smoke.tables)
+    assert [t.method for t in smoke.tuning] == ["full data", "keep hard", "keep easy"]
+    claims = {c.name: c for c in smoke.claims}
+    assert claims["thm2_planned_limit"].measured > 0 and not claims["thm2_planned_limit"].expected
+    assert claims["thm2_strong_limit"].source == claims["thm2_strong_sim"].source == "pilot"
+    assert claims["less_is_more"].control and claims["scarce_more_is_more"].control
     nums = numbers(smoke)
     assert all(np.isfinite(v) for v in nums.values() if isinstance(v, float))
     assert set(smoke.charts()) == {"formula", "less_is_more", "limit", "collapse", "grid", "phase"}
@@ -275,3 +280,37 @@ def test_grouped_gram_matrices_equal_the_direct_ones() -> None:
     for keep, (A, b) in zip(masks, _grams(X, y, masks), strict=True):
         assert np.allclose(A, X[keep].T @ X[keep] / 500)
         assert np.allclose(b, X[keep].T @ y[keep] / 500)
+
+
+def test_tuned_comparison_reads_the_grid_and_runs_an_off_grid_ridge_afresh() -> None:
+    """Each rule's judged error at its tuned ridge and keep fraction: read from the abundant table
+    when the ridge is on the grid, and equal to a fresh simulation when it is not."""
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from iclr_lab.core.scales import pick
+    from iclr_lab.data.data_curation import experiments as ex
+
+    sz = pick(ex.SIZES, "smoke")
+    seeds = [0, 1]
+    table = pd.DataFrame(ex._abundant(sz, seeds, sz.n_big, ex.LAM_GRID, sz.sims, 2))
+    tuned, ps = ex._tune_abundant(sz, 0)
+    on = ex._judged(sz, seeds, table, tuned, ps)
+    off = [replace(t, choice=t.choice * 1.5) for t in tuned]
+    fresh = ex._judged(sz, seeds, table, off, ps)
+    fresh_table = pd.DataFrame(
+        ex._abundant(sz, seeds, sz.n_big, [t.choice * 1.5 for t in tuned], sz.sims, 2))
+    for t, rule in zip(off, ("full data", "keep hard", "keep easy"), strict=True):
+        want = fresh_table[(fresh_table["rule"] == rule) & np.isclose(fresh_table["p"], ps[
+            {"full data": "full", "keep hard": "keep_hard", "keep easy": "keep_easy"}[rule]])
+            & np.isclose(fresh_table["lam"], t.choice)].sort_values("seed")["error"].to_numpy()
+        got = fresh[fresh["rule"] == rule].sort_values("seed")["error"].to_numpy()
+        assert np.allclose(got, want, rtol=1e-12)
+    assert len(on) == len(fresh) == 3 * len(seeds)
+    for t, rule in zip(tuned, ("full data", "keep hard", "keep easy"), strict=True):
+        if t.choice in ex.LAM_GRID:  # on the grid: the very numbers of the abundant table
+            mine = on[on["rule"] == rule].sort_values("seed")
+            want = table[(table["rule"] == rule) & np.isclose(table["p"], mine["p"].iloc[0])
+                         & np.isclose(table["lam"], t.choice)]
+            assert mine["error"].tolist() == want.sort_values("seed")["error"].tolist()
