@@ -31,13 +31,15 @@ from iclr_lab.routing.instances import VRPBatch
 
 __all__ = ["CheckResult", "Violation", "check_solution", "routes_from_actions"]
 
-KINDS = ("index", "missing", "duplicate", "capacity", "backhaul_order", "length", "time_window")
+KINDS = ("index", "missing", "duplicate", "capacity", "backhaul_order", "length", "time_window",
+         "non_finite")
 
 
 @dataclass(frozen=True)
 class Violation:
     """One broken constraint: ``kind`` is one of ``index``, ``missing``, ``duplicate``,
-    ``capacity``, ``backhaul_order``, ``length``, ``time_window``; ``route`` the route's position
+    ``capacity``, ``backhaul_order``, ``length``, ``time_window``, ``non_finite`` (a cost that is
+    not a finite number: the checker never calls such a solution feasible); ``route`` the route's position
     (-1 for the solution as a whole), ``node`` the customer concerned (-1 if none)."""
 
     kind: str
@@ -179,6 +181,8 @@ def check_solution(instance: VRPBatch, routes: Sequence[Sequence[int]], *, mb_ru
                 if back > tw[0][1] + tol:
                     out.append(Violation("time_window", r, 0, f"back at the depot at {back:.4f} "
                                          f"after {tw[0][1]:.4f}"))
+    if not math.isfinite(cost):
+        out.append(Violation("non_finite", -1, -1, f"the total cost {cost} is not finite"))
     missing = sorted(set(range(1, n + 1)) - set(seen))
     if missing:
         out.append(Violation("missing", -1, missing[0],

@@ -108,6 +108,42 @@ class VRPBatch:
     capacity: int
     variants: tuple[str, ...]
 
+    def __post_init__(self) -> None:
+        # The checker and the solvers compare with these numbers; NaN compares false, so a NaN
+        # coordinate or window would otherwise pass as feasible. Refuse bad data here, once.
+        if not isinstance(self.locs, torch.Tensor) or self.locs.dim() != 3:
+            raise ValueError("VRPBatch.locs must be a [B, N, 2] tensor")
+        b, n = int(self.locs.shape[0]), int(self.locs.shape[1])
+        shapes = {"locs": (self.locs, (b, n, 2)), "linehaul": (self.linehaul, (b, n)),
+                  "backhaul": (self.backhaul, (b, n)), "time_windows": (self.time_windows, (b, n, 2)),
+                  "service": (self.service, (b, n)), "limit": (self.limit, (b,)),
+                  "open_route": (self.open_route, (b,))}
+        for name, (t, shape) in shapes.items():
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"VRPBatch.{name} must be a torch.Tensor, got {type(t).__name__}")
+            if tuple(t.shape) != shape:
+                raise ValueError(f"VRPBatch.{name} must have shape {list(shape)} (B={b}, N={n}), "
+                                 f"got {list(t.shape)}")
+        if n < 2:
+            raise ValueError(f"VRPBatch needs a depot and at least one customer, got N={n} nodes")
+        check_int("capacity", self.capacity, 1)
+        if len(self.variants) != b:
+            raise ValueError(f"VRPBatch.variants must name each of the {b} instances, got {len(self.variants)}")
+
+        def bad(name: str, ok: torch.Tensor, what: str) -> None:
+            if not bool(ok.all()):
+                raise ValueError(f"VRPBatch.{name} must be {what}")
+
+        bad("locs", torch.isfinite(self.locs), "finite (no NaN or inf coordinates)")
+        for name in ("linehaul", "backhaul"):
+            d = getattr(self, name)
+            bad(name, (d >= 0) & (d <= 1), "in [0, 1] (demands divided by the capacity; no NaN)")
+        tw = self.time_windows
+        bad("time_windows", torch.isfinite(tw[..., 0]) & (tw[..., 0] >= 0) & ~torch.isnan(tw[..., 1])
+            & (tw[..., 0] <= tw[..., 1]), "windows [e, l] with 0 <= e <= l, e finite (l may be inf)")
+        bad("service", torch.isfinite(self.service) & (self.service >= 0), "finite and >= 0")
+        bad("limit", self.limit > 0, "> 0 (inf for no limit; no NaN)")
+
     @property
     def batch_size(self) -> int:
         """Number of instances ``B``."""

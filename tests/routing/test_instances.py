@@ -103,3 +103,49 @@ def test_bad_inputs() -> None:
     with pytest.raises(ValueError, match="variant"):
         variant_flags("mixed")
     assert math.isinf(float(generate("CVRP", 5, 1, 0).limit[0]))
+
+
+@pytest.mark.parametrize(("field", "index", "value", "match"), [
+    ("locs", (0, 3, 0), math.nan, "locs must be finite"),
+    ("locs", (0, 3, 1), math.inf, "locs must be finite"),
+    ("linehaul", (0, 2), -0.1, "linehaul must be in"),
+    ("linehaul", (0, 2), math.nan, "linehaul must be in"),
+    ("backhaul", (0, 2), 1.5, "backhaul must be in"),
+    ("time_windows", (0, 4, 1), math.nan, "time_windows"),
+    ("time_windows", (0, 4, 0), 10.0, "time_windows"),  # e > l
+    ("service", (0, 4), -1.0, "service"),
+    ("limit", (0,), math.nan, "limit"),
+])
+def test_bad_instance_data_is_refused_at_construction(field, index, value, match) -> None:
+    from dataclasses import replace
+
+    good = generate("VRPBLTW", 10, 2, seed=0)
+    t = getattr(good, field).clone()
+    t[index] = value
+    if field == "time_windows" and index[-1] == 0:
+        t[index[:-1] + (1,)] = 1.0
+    with pytest.raises(ValueError, match=match):
+        replace(good, **{field: t})
+
+
+def test_bad_instance_shapes_and_names_are_refused() -> None:
+    from dataclasses import replace
+
+    good = generate("CVRP", 10, 2, seed=0)
+    with pytest.raises(ValueError, match=r"linehaul must have shape \[2, 11\]"):
+        replace(good, linehaul=good.linehaul[:, :5])
+    with pytest.raises(ValueError, match="variants must name"):
+        replace(good, variants=("CVRP",))
+    with pytest.raises(ValueError, match="locs must be a"):
+        replace(good, locs=good.locs[0])
+
+
+def test_the_checker_never_calls_a_non_finite_solution_feasible() -> None:
+    from iclr_lab.routing.checker import check_solution
+
+    inst = generate("CVRP", 10, 1, seed=0)
+    routes = [[c] for c in range(1, 11)]
+    assert check_solution(inst, routes).feasible
+    inst.locs[0, 3, 0] = math.nan  # mutated after construction, behind the validation's back
+    result = check_solution(inst, routes)
+    assert not result.feasible and "non_finite" in result.kinds()
