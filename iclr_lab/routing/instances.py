@@ -128,7 +128,8 @@ class VRPBatch:
             raise ValueError(f"VRPBatch needs a depot and at least one customer, got N={n} nodes")
         check_int("capacity", self.capacity, 1)
         if len(self.variants) != b:
-            raise ValueError(f"VRPBatch.variants must name each of the {b} instances, got {len(self.variants)}")
+            raise ValueError(f"VRPBatch.variants must name each of the {b} instances, "
+                             f"got {len(self.variants)}")
 
         def bad(name: str, ok: torch.Tensor, what: str) -> None:
             if not bool(ok.all()):
