@@ -16,8 +16,10 @@ The chapter is ``book/distributed/mtdao.md``. The package splits in four:
 """
 
 from iclr_lab.distributed.mtdao.experiments import (
+    LOCAL_ADAMS,
     METHODS,
     MTDAO_NAME,
+    MTDAOS,
     charts,
     explorer,
     impulse_chart,
@@ -25,6 +27,7 @@ from iclr_lab.distributed.mtdao.experiments import (
     methods,
     numbers,
     reproduce,
+    tuned_choice,
     tuned_local_adam,
 )
 from iclr_lab.distributed.mtdao.optimizer import (
@@ -45,8 +48,10 @@ from iclr_lab.distributed.mtdao.theory import (
 from iclr_lab.distributed.mtdao.training import DigitsSetup, Method, model_bytes, train_worker
 
 __all__ = [
+    "LOCAL_ADAMS",
     "METHODS",
     "MTDAO",
+    "MTDAOS",
     "MTDAO_NAME",
     "DigitsSetup",
     "Method",
@@ -66,6 +71,7 @@ __all__ = [
     "reproduce",
     "sync_penalty",
     "train_worker",
+    "tuned_choice",
     "tuned_local_adam",
     "units_per_step",
     "update_weights",

@@ -80,11 +80,11 @@ DDP = "DDP"
 LOCAL_ADAM = "Local Adam, β₁ = 0.9"
 LOCAL_ADAM_99 = "Local Adam, β₁ = 0.99"
 LOCAL_ADAM_995 = "Local Adam, β₁ = 0.995"
-#: MT-DAO's three configurations (beta, omega), fixed before any run: the chapter's first, the
-#: spec's second, and QHAdam's recommended (nu1 = 0.7, beta1 = 0.995).
+#: The names of MT-DAO's three configurations of beta and omega, fixed before any run (the chapter's
+#: first, the spec's second, and QHAdam's recommended nu1 = 0.7 with beta1 = 0.995).
 MTDAOS = (MTDAO_NAME, MTDAO_99_75, MTDAO_995_7)
 _MT_SETTINGS = {MTDAO_NAME: (0.995, 0.9), MTDAO_99_75: (0.99, 0.75), MTDAO_995_7: (0.995, 0.7)}
-#: Local Adam's three values of beta1: the tuned baseline is the best of them.
+#: The names of Local Adam's three values of beta1 (the tuned baseline is the best of them).
 LOCAL_ADAMS = (LOCAL_ADAM, LOCAL_ADAM_99, LOCAL_ADAM_995)
 _LA_SETTINGS = {LOCAL_ADAM: 0.9, LOCAL_ADAM_99: 0.99, LOCAL_ADAM_995: 0.995}
 #: Experiment B's methods, the paper's first, in the order of tables and legends.
@@ -433,6 +433,9 @@ def numbers(report: Report) -> dict[str, Any]:
     tg = final.pivot(index="seed", columns="method", values="train_gap")
     out["train_ratio_mt"] = float((tg[mt] / tg[LOCAL_ADAM]).median())
     out["train_ratio_la"] = float((tg[la] / tg[LOCAL_ADAM]).median())
+    gaps = final.pivot(index="seed", columns="method", values="gap")
+    out["gap_la_min"], out["gap_la_max"] = float(gaps[LOCAL_ADAM].min()), float(gaps[LOCAL_ADAM].max())
+    out["gap_mt_min"], out["gap_mt_max"] = float(gaps[mt].min()), float(gaps[mt].max())
     out["n_flagged"] = sum(bool(tu.flags) for tu in report.tuning)
     out["n_extended"] = sum(tu.extended for tu in report.tuning)
     out["seeds"] = int(final["seed"].nunique())

@@ -208,10 +208,10 @@ def train_worker(comm: Collective, method: Method, setup: DigitsSetup, seed: int
     Returns:
         A table with one row per evaluation on rank 0 (other ranks return an empty table), with
         columns ``method``, ``step``, ``loss`` (cross-entropy on the whole training set),
-        ``val_loss`` and ``test_loss`` (cross-entropy on the two halves of the held-out
-        examples, :func:`held_out`), ``test_acc`` (accuracy on the test half), ``alignment``
-        (mean pseudo-gradient cosine of the round that just ended; NaN for DDP and at step 0),
-        and the communication of this worker since the run started
+        ``val_loss`` and ``test_loss`` (cross-entropy on the two halves of the held-out examples,
+        :func:`~iclr_lab.distributed.mtdao.training.held_out`), ``test_acc`` (accuracy on the test
+        half), ``alignment`` (mean pseudo-gradient cosine of the round that just ended; NaN for
+        DDP and at step 0), and the communication of this worker since the run started
         (:meth:`~iclr_lab.core.collective.CommCounts.as_row`).
     """
     _check_method(method, setup)
