@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     from iclr_lab.routing.instances import VRPBatch
 
 __all__ = ["COSTS_CSV", "FLOPS_CSV", "FLOPS_NODES", "SOLVERS", "TEST_SEED", "count_flops",
-           "learning_curves", "load_costs", "load_flops", "main", "test_instances"]
+           "learning_curves", "load_costs", "load_flops", "main", "read_shipped_csv", "test_instances",
+           "write_manifest"]
 
 TEST_SEED = 1_000_000_007  # far from every training batch's seed (seed * 1_000_003 + step)
 TEST_COUNT = 100
@@ -54,6 +55,8 @@ PYVRP_ITERATIONS = 2000
 COSTS_CSV = Path(__file__).with_name("data") / "test_costs.csv"
 POLICIES = tuple(f"{m}_{s}" for m in ("ccl", "static") for s in (0, 1, 2))
 FLOPS_CSV = COSTS_CSV.with_name("tsnr_flops.csv")
+#: sha256, row count and columns of each shipped CSV (written with it, checked on every read).
+MANIFEST = COSTS_CSV.with_name("manifest.json")
 #: customer counts of the shipped FLOP counts (every scale's ``flops_nodes`` is among them)
 FLOPS_NODES = (10, 20, 50, 100, 200)
 #: the two schemes of :func:`~iclr_lab.routing.model.tsnr_flops`, ``shared=True`` first
@@ -80,13 +83,47 @@ def test_instances(variant: str, count: int = TEST_COUNT) -> VRPBatch:
 test_instances.__test__ = False  # type: ignore[attr-defined]  # not a pytest test, whatever imports it
 
 
-def load_costs() -> pd.DataFrame:
-    """The shipped per-instance results (module docstring)."""
+def write_manifest(path: Path) -> None:
+    """Record a shipped CSV in ``data/manifest.json``: its sha256, row count and columns (what
+    :func:`read_shipped_csv` checks)."""
     import pandas as pd
 
+    from iclr_lab.core.provenance import sha256
+
+    table = pd.read_csv(path)
+    manifest = json.loads(MANIFEST.read_text()) if MANIFEST.exists() else {}
+    manifest[path.name] = {"sha256": sha256(path), "rows": len(table), "columns": list(table.columns)}
+    MANIFEST.write_text(json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
+
+
+def read_shipped_csv(path: Path, remake: str) -> pd.DataFrame:
+    """Read a shipped CSV after checking it against ``data/manifest.json``: the sha256, then the
+    row count, the columns and that no cell is empty or NaN. Any mismatch raises
+    :class:`~iclr_lab.core.provenance.ShippedFileError` naming the file."""
+    import pandas as pd
+
+    from iclr_lab.core.provenance import ShippedFileError, check_sha256
+
+    record = json.loads(MANIFEST.read_text()).get(path.name) if MANIFEST.exists() else None
+    if record is None:
+        raise ShippedFileError(f"{path}: not recorded in {MANIFEST}; {remake}")
+    check_sha256(path, record["sha256"], remake=remake)
+    table = pd.read_csv(path)
+    if len(table) != record["rows"] or list(table.columns) != record["columns"]:
+        raise ShippedFileError(f"{path}: {len(table)} rows and columns {list(table.columns)}, its "
+                               f"record says {record['rows']} rows and {record['columns']}; {remake}")
+    if table.isna().any().any():
+        raise ShippedFileError(f"{path}: {int(table.isna().sum().sum())} empty or NaN cells; {remake}")
+    return table
+
+
+def load_costs() -> pd.DataFrame:
+    """The shipped per-instance results (module docstring), checked against their record (sha256,
+    2,400 rows, the columns, no NaN): a damaged file raises
+    :class:`~iclr_lab.core.provenance.ShippedFileError` instead of being read."""
     if not COSTS_CSV.exists():
         raise FileNotFoundError(f"{COSTS_CSV} is missing; make it with python -m iclr_lab.routing.evaluate")
-    return pd.read_csv(COSTS_CSV)
+    return read_shipped_csv(COSTS_CSV, "remake it with python -m iclr_lab.routing.evaluate merge")
 
 
 def count_flops(nodes: Sequence[int]) -> pd.DataFrame:
@@ -105,12 +142,12 @@ def count_flops(nodes: Sequence[int]) -> pd.DataFrame:
 def load_flops(nodes: Sequence[int]) -> pd.DataFrame:
     """The shipped FLOP counts (module docstring) for the customer counts ``nodes``, in the row order
     of :func:`count_flops` (which they equal)."""
-    import pandas as pd
 
     if not FLOPS_CSV.exists():
         raise FileNotFoundError(f"{FLOPS_CSV} is missing; make it with "
                                 "python -m iclr_lab.routing.evaluate flops")
-    table = pd.read_csv(FLOPS_CSV).set_index(["customers", "scheme"])
+    table = read_shipped_csv(FLOPS_CSV, "remake it with python -m iclr_lab.routing.evaluate flops")
+    table = table.set_index(["customers", "scheme"])
     missing = sorted(set(nodes) - set(table.index.get_level_values("customers")))
     if missing:
         raise ValueError(f"nodes must be among the shipped customer counts {FLOPS_NODES}, got {missing}")
@@ -193,6 +230,7 @@ def _merge(work: Path) -> None:
     base = base[["variant", "ood", "instance"] + cost_cols + ok_cols]
     COSTS_CSV.parent.mkdir(exist_ok=True)
     base.to_csv(COSTS_CSV, index=False, float_format="%.6f")
+    write_manifest(COSTS_CSV)
 
 
 def _ship(runs: Path) -> None:
@@ -230,6 +268,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         _ship(a.runs)
     elif a.cmd == "flops":
         count_flops(FLOPS_NODES).to_csv(FLOPS_CSV, index=False)
+        write_manifest(FLOPS_CSV)
     elif a.cmd == "score":
         a.work.mkdir(parents=True, exist_ok=True)
         _score(a.solver, a.work)

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from iclr_lab.core.progress import progress
-from iclr_lab.core.provenance import code_version
+from iclr_lab.core.provenance import ShippedFileError, code_version, load_torch, sha256
 from iclr_lab.core.validation import check_choice, check_int, check_range
 from iclr_lab.routing.instances import generate
 from iclr_lab.routing.model import PolicyConfig, RoutingPolicy, rollout
@@ -97,7 +97,7 @@ def train(policy_config: PolicyConfig, train_config: TrainConfig, out: str | Pat
     start = 0
     ckpt_path = out / "checkpoint.pt"
     if resume and ckpt_path.exists():
-        ck = torch.load(ckpt_path, weights_only=True)
+        ck = load_torch(ckpt_path, remake="use --no-resume to start over")
         if ck.get("config") != policy_config.to_dict():
             raise ValueError(f"out: {ckpt_path} was trained with architecture {ck.get('config')}, "
                              f"not {policy_config.to_dict()}; use another --out")
@@ -144,8 +144,8 @@ def _save(out: Path, policy: RoutingPolicy, opt: torch.optim.Optimizer, ema: tor
                 "history": history, "step": step, "config": cfg}, tmp)
     tmp.replace(out / "checkpoint.pt")  # atomic: an interrupted save leaves the previous checkpoint
     torch.save({"format": FORMAT, "config": cfg, "state_dict": policy.state_dict()}, out / "policy.pt")
-    meta = {"format": FORMAT, "code_version": code_version(), "policy": cfg, "train": tc.to_dict(),
-            "step": step, "history": history}
+    meta = {"format": FORMAT, "code_version": code_version(), "sha256": sha256(out / "policy.pt"),
+            "policy": cfg, "train": tc.to_dict(), "step": step, "history": history}
     (out / "config.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
@@ -170,6 +170,8 @@ def load_policy(path_or_name: str | Path, *, seed: int = 0,
 
     Raises:
         FileNotFoundError: no such checkpoint.
+        iclr_lab.core.provenance.ShippedFileError: the file differs from the sha256 in its record
+            (a shipped policy must have one), is truncated or corrupt, or holds non-finite weights.
         ValueError: the file is not a routing policy, or its architecture differs from ``config``
             or from its own recorded configuration.
     """
@@ -183,7 +185,14 @@ def load_policy(path_or_name: str | Path, *, seed: int = 0,
         p = p / "policy.pt"
     if not p.exists():
         raise FileNotFoundError(f"path_or_name: {p} does not exist")
-    ck = torch.load(p, weights_only=True)
+    # the training record beside the weights holds their hash (shipped: <name>.json; a training
+    # folder: config.json, the record of its policy.pt, not of its resumable checkpoint.pt)
+    record = p.with_name("config.json") if p.name == "policy.pt" else p.with_suffix(".json")
+    expected = json.loads(record.read_text()).get("sha256") if record.exists() else None
+    if str(path_or_name) in ("ccl", "static") and expected is None:
+        raise ShippedFileError(f"{record}: the shipped policy's record holds no sha256")
+    ck = load_torch(p, expected_sha256=expected,
+                    remake="reinstall the package, or retrain with python -m iclr_lab.routing.train")
     if not isinstance(ck, dict) or "config" not in ck or not ({"state_dict", "model"} & set(ck)):
         raise ValueError(f"path_or_name: {p} is not a routing policy checkpoint")
     state: dict[str, torch.Tensor] = ck["state_dict"] if "state_dict" in ck else ck["model"]
