@@ -166,7 +166,19 @@ class MultiTaskVRPEnv:
 
     def step(self, state: VRPState, action: torch.Tensor) -> VRPState:
         """Move every trajectory to ``action`` (``[B, S]`` node indices) and return the new state.
-        The action is assumed feasible (the policy samples under :meth:`mask`)."""
+        The action is assumed feasible (the policy samples under :meth:`mask`); it must be an
+        integer tensor of the state's shape with node indices in ``[0, N)``, else ValueError or
+        TypeError naming ``action``."""
+        if not isinstance(action, torch.Tensor) or action.dtype not in (torch.int64, torch.int32):
+            kind = action.dtype if isinstance(action, torch.Tensor) else type(action).__name__
+            raise TypeError(f"action must be an integer (int64) tensor of node indices, got {kind}")
+        if action.shape != state.current.shape:
+            raise ValueError(f"action must have the state's shape {list(state.current.shape)} ([B, S]), "
+                             f"got {list(action.shape)}")
+        if bool(((action < 0) | (action >= self.num_nodes)).any()):
+            raise ValueError(f"action must hold node indices in [0, {self.num_nodes - 1}], got values "
+                             f"from {int(action.min())} to {int(action.max())}")
+        action = action.long()
         i = self.inst
         cur = state.current
         d = torch.gather(self.dist, 1, cur[..., None].expand(-1, -1, self.num_nodes))

@@ -158,3 +158,16 @@ def test_mb_rules_differ_on_an_early_pickup() -> None:
     for node in early[0]:
         assert bool(env.mask(state)[0, 0, node])
         state = env.step(state, torch.tensor([[node]]))
+
+
+@pytest.mark.parametrize(("action", "error", "match"), [
+    (torch.full((2, 3), 11), ValueError, r"indices in \[0, 10\]"),
+    (torch.full((2, 3), -1), ValueError, r"indices in \[0, 10\]"),
+    (torch.ones(2, 3), TypeError, "integer"),
+    (torch.ones(6, dtype=torch.long), ValueError, r"shape \[2, 3\]"),
+    ([[1, 2, 3], [1, 2, 3]], TypeError, "integer"),
+])
+def test_bad_actions_are_refused_with_a_clear_error(action, error, match) -> None:
+    env = MultiTaskVRPEnv(generate("CVRP", 10, 2, seed=0), num_starts=3)
+    with pytest.raises(error, match=match):
+        env.step(env.reset(), action)
