@@ -92,12 +92,13 @@ class Placement:
 
     Args:
         input_norm: InputNorm on the embedding (token plus position) before the first block.
-        ffn_prenorm: PreNorm before the feed-forward sub-block (the PreNorm before attention is
-            always there).
+        ffn_prenorm: PreNorm before the feed-forward sub-block.
         qk_norm: QK-norm: RMSNorm over each head's queries and keys, with a learnable gain.
         mid_norm: MidNorm on the output of each sub-block (after ``W_o`` and after ``W_2``),
             before the residual addition.
         final_norm: a norm before the output layer.
+        attn_prenorm: PreNorm before attention (on in both of the chapter's models; off only in
+            the leave-one-out ablation of DNT).
     """
 
     input_norm: bool = False
@@ -105,6 +106,7 @@ class Placement:
     qk_norm: bool = False
     mid_norm: bool = False
     final_norm: bool = True
+    attn_prenorm: bool = True
 
 
 #: The standard pre-norm GPT (``"pre"``) and the paper's L-DNT (``"dnt"``), by name.
@@ -160,7 +162,7 @@ class Block(nn.Module):
     def __init__(self, config: GPTConfig, placement: Placement) -> None:
         super().__init__()
         d, eps = config.d_model, config.norm_eps
-        self.attn_prenorm = nn.RMSNorm(d, eps=eps)
+        self.attn_prenorm = _norm(placement.attn_prenorm, d, eps)
         self.attn = Attention(config, placement.qk_norm)
         self.attn_midnorm = _norm(placement.mid_norm, d, eps)
         self.ffn_prenorm = _norm(placement.ffn_prenorm, d, eps)
