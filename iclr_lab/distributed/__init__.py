@@ -10,10 +10,7 @@ Every :class:`torch.optim.Optimizer` named in ``__all__`` runs through
 ``tests/optimizers/test_conformance.py``.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import Any
+from iclr_lab.core.lazy import exports
 
 #: public name -> chapter module that defines it. New chapters add their optimizers here.
 _LAZY: dict[str, str] = {
@@ -23,16 +20,4 @@ _LAZY: dict[str, str] = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    try:
-        module = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = exports(__name__, _LAZY, globals())

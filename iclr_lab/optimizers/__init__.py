@@ -1,4 +1,4 @@
-"""Optimizer chapters: VRAdam (and, later, DOIT and DNT).
+"""Optimizer chapters: VRAdam, DOIT and DNT.
 
 The optimizers are exported lazily, so ``import iclr_lab.optimizers`` does not import torch; the
 first access to a name (``from iclr_lab.optimizers import VRAdam``) imports its chapter module.
@@ -8,10 +8,7 @@ Every :class:`torch.optim.Optimizer` subclass named in ``__all__`` (here, or in 
 state dicts, foreach, LR schedulers, hooks, param groups and argument checks, as for ``torch.optim``.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import Any
+from iclr_lab.core.lazy import exports
 
 #: public name -> chapter module that defines it. New chapters add their optimizers here.
 _LAZY: dict[str, str] = {
@@ -22,16 +19,4 @@ _LAZY: dict[str, str] = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    try:
-        module = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = exports(__name__, _LAZY, globals())
