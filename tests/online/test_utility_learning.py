@@ -306,3 +306,34 @@ def test_cep_payments_enforce_obedience_exactly_when_iterated_dominance_says_so(
     easy = prisoners_dilemma(sucker=-0.8)
     assert _cep_payment_enforces(easy, MARGIN)
     assert float(steer(easy, Hedge(), T=3000, rule="oracle_cep", margin=MARGIN).obey) > 0.5
+
+
+def test_the_bound_from_realised_regrets_holds_for_every_run_and_agent() -> None:
+    """Theorem 4.2's proof: error <= (m - 1)(R_0 + R_A)/T, from the regrets of the run itself."""
+    import pandas as pd
+
+    from iclr_lab.online.utility_learning.experiments import _bound_ratios
+
+    rng = np.random.default_rng(0)
+    u = np.stack([random_utilities(4, rng) for _ in range(3)])
+    for agent in (Hedge(), RegretMatching()):
+        run = pay_against(u, agent, 600)
+        df = pd.DataFrame({"seed": range(3), "T": 600, "error": run.error,
+                           "principal_regret": run.principal_regret,
+                           "agent_regret": run.agent_regret})
+        assert max(_bound_ratios(df, 4)) <= 1.0 + 1e-12
+
+
+def test_smoke_claims_split_the_cep_games_by_mode_and_drop_the_hedge_slope() -> None:
+    from iclr_lab.online.utility_learning import reproduce
+
+    r = reproduce(scale="smoke", seed=0)
+    names = {c.name for c in r.claims}
+    assert {"single_bound_hedge", "single_bound_rm", "cep_payments_fail_fresh",
+            "cep_payments_work_dominant", "steer_gap"} <= names
+    assert "single_slope_hedge" not in names
+    easy = r.tables["steering"].drop_duplicates("seed")["cep_enforces"].astype(bool)
+    n_easy, n_hard = int(easy.sum()), int((~easy).sum())
+    assert len(r.claim("cep_payments_work_dominant").per_seed) == max(n_easy, 1)
+    assert len(r.claim("cep_payments_fail_fresh").per_seed) == max(n_hard, 1)
+    assert r.claim("single_bound_hedge").passed and r.claim("single_bound_rm").passed

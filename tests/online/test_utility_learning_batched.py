@@ -19,7 +19,7 @@ from iclr_lab.online.utility_learning import (
     random_prisoners_dilemma,
     random_utilities,
 )
-from iclr_lab.online.utility_learning.method import STEER_RULES, _steer
+from iclr_lab.online.utility_learning.steering import STEER_RULES, _steer
 
 #: neighbours that differ only in their head start share one learner bank (warmed up row by row)
 AGENTS = [Hedge(), Hedge(head_start=30), RegretMatching(head_start=5), RegretMatching(),

@@ -3,10 +3,12 @@
 Reproduces Zhang, Lin, Chen & Sandholm, "Learning a Game by Paying the Agents" (ICLR 2026, arXiv
 2503.01976). The chapter is ``book/online/utility_learning.md``. The package splits in two:
 
-* :mod:`~iclr_lab.online.utility_learning.method`: what a user imports: games, no-regret agents,
-  the paying principal (:func:`pay_against`, Algorithm 1), :func:`learn_utilities` (Algorithm 2),
-  :func:`optimal_cep`, :func:`dominance_payments` and :func:`steer` (Algorithm 3), and the naive
-  probing baseline;
+* :mod:`~iclr_lab.online.utility_learning.method`: what a user imports: the paying principal
+  (:func:`pay_against`, Algorithm 1), :func:`learn_utilities` (Algorithm 2) and the naive probing
+  baseline, with the games (:mod:`~iclr_lab.online.utility_learning.games`) and the no-regret
+  agents (:mod:`~iclr_lab.online.utility_learning.agents`);
+* :mod:`~iclr_lab.online.utility_learning.steering`: :func:`optimal_cep`,
+  :func:`dominance_payments` and :func:`steer` (Algorithm 3);
 * :mod:`~iclr_lab.online.utility_learning.experiments`: the chapter's :func:`reproduce`, its
   claims, charts and explorer.
 """
@@ -22,21 +24,16 @@ from iclr_lab.online.utility_learning.experiments import (
 )
 from iclr_lab.online.utility_learning.method import (
     SIGNALS,
-    STEER_RULES,
     BestResponse,
-    CorrelatedEquilibrium,
     Hedge,
     LearnerBank,
     LearnResult,
     NormalFormGame,
     PaymentRun,
     RegretMatching,
-    SteerResult,
-    dominance_payments,
     equivalence_error,
     learn_utilities,
     naive_probing,
-    optimal_cep,
     pay_against,
     payment_set_diameter,
     prisoners_dilemma,
@@ -44,8 +41,15 @@ from iclr_lab.online.utility_learning.method import (
     random_game,
     random_prisoners_dilemma,
     single_agent,
-    steer,
     strategic_center,
+)
+from iclr_lab.online.utility_learning.steering import (
+    STEER_RULES,
+    CorrelatedEquilibrium,
+    SteerResult,
+    dominance_payments,
+    optimal_cep,
+    steer,
 )
 
 __all__ = [
