@@ -50,10 +50,12 @@ LARGE = "FGD, large random start (η = 0.001)"
 #: the paper's large random start (Fig. 1, after the note): entries N(0, alpha^2 / R) with alpha = 10
 #: and the paper's step 0.001 (the chapter's step makes it diverge)
 LARGE_ALPHA, LARGE_ETA = 10.0, 1e-3
-#: the spectral baseline is polished to a stationary point of the training loss by L-BFGS from its
-#: last FGD iterate (gradient-norm tolerance ``POLISH_GTOL``, at most ``POLISH_ITERS`` iterations);
-#: a run counts as stationary when its gradient norm fell below ``STATIONARY`` x that at the start
-POLISH_GTOL, POLISH_ITERS, STATIONARY = 1e-12, 5000, 1e-4
+#: the spectral baseline at the largest R is polished to a stationary point of the training loss by
+#: L-BFGS from its last FGD iterate (tolerance ``POLISH_GTOL`` on the largest gradient entry, at most
+#: ``POLISH_ITERS`` iterations); it counts as stationary when the gradient's norm fell below
+#: ``STATIONARY`` x its norm at the start (a pilot at seeds 0-1: the error ratio is then fixed to four
+#: digits, the same as with a tolerance of 1e-12 at 1.5-2x the iterations)
+POLISH_GTOL, POLISH_ITERS, STATIONARY = 1e-7, 5000, 1e-3
 #: the regime line of every paper claim
 REGIME = ("paper: n = 30, k = 3, r = 3, alpha = 1e-10, m = 5nrk Gaussian measurements, 20 trials; "
           "chapter: n = 20, k = 3, r = 2, alpha = 1e-8 (1e-6 in the long run), 3 problems (CPU "
@@ -274,7 +276,7 @@ def _rank_sweep(sz: _Sizes, problems: Sequence[_Problem], seeds: Sequence[int]
             t_es = int(traj.t_best[si, b])
             method = EXACT if run.method == SPECTRAL and run.R == sz.r else run.method
             stat, grad, its = math.nan, math.nan, 0
-            if method == SPECTRAL and run.sigma == sz.sigmas[0]:
+            if method == SPECTRAL and run.sigma == sz.sigmas[0] and run.R == max(sz.ranks):
                 stat, grad, its = _polish(problems[si], run.sigma, traj.u_last[si, b][..., :run.R])
             rows.append({"seed": s, "method": method, "R": run.R, "sigma": run.sigma,
                          "rse_es": float(rse[t_es]), "rse_min": float(np.nanmin(rse)),
@@ -303,9 +305,8 @@ def _summary(runs: pd.DataFrame, sz: _Sizes) -> pd.DataFrame:
             row[f"{label}: error (ES)"] = float(g["rse_es"].median())
             row[f"{label}: ES / exact rank"] = float((g["rse_es"] / exact).median())
             row[f"{label}: last / exact rank"] = float((g["rse_last"] / exact).median())
-            if name == SPECTRAL:  # at R = r the exact-rank run itself (its ES iterate)
-                stat = g["rse_stationary"].fillna(g["rse_es"])
-                row[f"{label}: stationary / exact rank"] = float((stat / exact).median())
+            if name == SPECTRAL:  # polished at the largest R only
+                row[f"{label}: stationary / exact rank"] = float((g["rse_stationary"] / exact).median())
         out.append(row)
     return pd.DataFrame(out)
 
@@ -443,9 +444,8 @@ def _claims(tables: dict[str, pd.DataFrame], sz: _Sizes) -> list[Claim]:
             f"validation-chosen iterate's error is <= {SMALL_RATIO:g}x the exact-rank error (max "
             "ratio over R)", _per_seed_ratio(runs, SMALL, over, s0), SMALL_RATIO, "<=",
             paper="Theorem 2 and Fig. 1: small-start FGD tracks the exact-rank error for every R",
-            source="pilot", control="spectral start, run to a stationary point",
-            control_values=_per_seed_ratio(runs, SPECTRAL, over, s0, "rse_stationary"),
-            regime=REGIME),
+            source="pilot", control="spectral start (same iterations, validation-chosen iterate)",
+            control_values=_per_seed_ratio(runs, SPECTRAL, over, s0), regime=REGIME),
         Claim.over_seeds(
             "spectral_grows_with_R", f"Spectral start, σ = {s0:g}, R = {top}, run on to a stationary "
             f"point of its training loss: its error is >= {SPECTRAL_RATIO:g}x the exact-rank error "
@@ -499,8 +499,8 @@ def _claims(tables: dict[str, pd.DataFrame], sz: _Sizes) -> list[Claim]:
             "separates the two starts", _flatness(runs, SPECTRAL, sz), NOISE_FLAT, ">",
             paper="(the baseline, same test)", kind="derivation", source="prior"),
         Claim.over_seeds(
-            "polish_stationary", "The polished spectral runs are stationary: the gradient's norm "
-            f"fell below {STATIONARY:g}x its value at the last FGD iterate (max over R)",
+            "polish_stationary", f"The polished spectral runs (R = {top}) are stationary: the "
+            f"gradient's norm fell below {STATIONARY:g}x its value at the last FGD iterate",
             _grad_ratio(runs), STATIONARY, "<=", paper="(an implementation check)",
             kind="sanity", source="prior"),
     ]
@@ -557,7 +557,6 @@ def numbers(report: Report) -> dict[str, float]:
         "spectral_es_Rmax": float(summary["spectral: ES / exact rank"].iloc[-1]),
         "spectral_es_R2": float(summary["spectral: ES / exact rank"].iloc[1]),
         "spectral_stat_Rmax": float(summary["spectral: stationary / exact rank"].iloc[-1]),
-        "spectral_stat_R2": float(summary["spectral: stationary / exact rank"].iloc[1]),
         "lbfgs_iters": float(runs["lbfgs_iters"][runs["lbfgs_iters"] > 0].median()),
         "noisy_large_es": float(ns[LARGE]["error at ES"]),
         "noisy_large_over_exact": float((large["rse_es"] / exact["rse_es"]).median()),
