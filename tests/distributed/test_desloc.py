@@ -295,13 +295,34 @@ def test_raw_pixels_make_desloc_divide_by_a_zero_second_moment():
     assert final((4, 4, 8), standardize=True) < 3.0     # standardised pixels: no exact zeros
 
 
-def test_launch_gives_the_tables_of_reproduce(smoke_report):
+@pytest.mark.parametrize("split", ["iid", "sorted"])
+def test_launch_gives_the_tables_of_reproduce(smoke_report, split):
+    """With the rates reproduce() tuned, launch() on the simulator gives reproduce()'s curves of
+    that split exactly; without them it runs the recipe's untuned rate."""
+    from iclr_lab.distributed.desloc import tuned_rates
+    from iclr_lab.distributed.desloc.experiments import SPLIT_NAMES
+
     report = smoke_report("desloc", 1)
-    sim = run_simulated(functools.partial(launch, scale="smoke", seed=1), 2)[0]
-    ours = report.tables["curves"].drop(columns=["sim_time", "units"])
+    rates = tuned_rates(report)
+    assert set(rates) == {"DES-LOC", tr.LOCAL_ADAM, tr.LOCAL_ADAM_2, tr.KEEP, tr.RESET}
+    run = functools.partial(launch, scale="smoke", seed=1, split=split, rates=rates)
+    sim = run_simulated(run, 2)[0]
+    cur = report.tables["curves"]
+    ours = cur[cur["split"] == SPLIT_NAMES[split]].drop(columns=["sim_time", "units", "split"])
     pd.testing.assert_frame_equal(sim["curves"][ours.columns].reset_index(drop=True),
                                   ours.reset_index(drop=True), check_exact=True)
     assert list(sim["final"].method) == list(tr.METHODS)
+    untuned = run_simulated(functools.partial(launch, scale="smoke", seed=1, split=split), 2)[0]
+    assert not untuned["final"]["final_loss"].equals(sim["final"]["final_loss"])
+
+
+def test_tuning_gives_every_method_the_same_grid_on_tuning_seeds(smoke_report):
+    report = smoke_report("desloc", 0)
+    grids = {t.method: t.grid[:3] for t in report.tuning}
+    assert len(grids) == 5 and len(set(grids.values())) == 1
+    assert math.isclose(report.tuning[0].grid[1], DigitsSetup().lr)
+    chosen = report.tables["tuning"].query("chosen")
+    assert len(chosen) == 5
 
 
 def test_gloo_processes_match_the_simulator_to_1e6_in_under_60_s():
@@ -338,8 +359,15 @@ def test_drift_run_takes_every_window_and_stays_under_the_bounds():
 
 def test_the_scorecard_states_the_headline_that_does_not_reproduce(smoke_report):
     claims = {c.name: c for c in smoke_report("desloc", 0).claims}
-    match = claims["matches_local_adam"]
+    match = claims["matches_local_adam_sorted"]
     assert match.kind == "paper" and not match.expected and match.threshold == 1.0
+    # one claim per split, the paper's regime (IID) first, each with a regime and a control
+    names = [c.name for c in smoke_report("desloc", 0).claims if c.kind == "paper"]
+    assert names[0] == "matches_local_adam_iid" and names[1] == "matches_local_adam_sorted"
+    for c in claims.values():
+        if c.kind == "paper":
+            assert c.regime and (c.control or c.no_control), c.name
+    assert claims["keep_local_fails_iid"].source == "pilot"
 
 
 # --- the stacked runs of reproduce() -----------------------------------------------------------------

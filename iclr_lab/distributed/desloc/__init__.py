@@ -26,6 +26,7 @@ from iclr_lab.distributed.desloc.experiments import (
     launch,
     numbers,
     reproduce,
+    tuned_rates,
 )
 from iclr_lab.distributed.desloc.optimizer import (
     DESLOC,
@@ -66,5 +67,6 @@ __all__ = [
     "rosenbrock_worker",
     "sync_events",
     "train_worker",
+    "tuned_rates",
     "units_per_step",
 ]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -61,13 +62,15 @@ from iclr_lab.distributed.desloc.training import (
 if TYPE_CHECKING:
     import altair as alt
 
+    from iclr_lab.core.tuning import Tuned
+
 #: one colour per method in every chart: DES-LOC in the method red, the baselines muted
 #: (iclr_lab.core.charts.METHOD_COLORS[0] and BASELINE_COLORS, written out so that the module does
 #: not import altair)
 COLORS = {DESLOC_NAME: "#d62728", LOCAL_ADAM: "#4c78a8", LOCAL_ADAM_2: "#8c8c8c", KEEP: "#72a17b",
           RESET: "#a48cb5", LOCAL_SGD: "#b7a16a", DDP: "#5b6770"}
 
-__all__ = ["budget_chart", "charts", "explorer", "launch", "numbers", "reproduce"]
+__all__ = ["budget_chart", "charts", "explorer", "launch", "numbers", "reproduce", "tuned_rates"]
 
 INF = math.inf
 
@@ -130,22 +133,62 @@ def _sizes(scale: str) -> _Sizes:
     }, scale)
 
 
-def launch(comm: Collective, scale: str = "book", seed: int = 0) -> dict[str, pd.DataFrame]:
-    """Experiment A's methods (one seed) on the workers of ``comm``: the function that
+#: the two data splits of Experiment A, the paper's regime first: IID shards (the paper's runs shard
+#: one corpus uniformly) and label-sorted shards (two or three classes per worker)
+SPLITS = ("iid", "sorted")
+SPLIT_NAMES = {"iid": "IID", "sorted": "label-sorted"}
+REGIMES = {
+    "iid": "paper's regime: IID shards (the paper's language-model runs give every worker a uniform "
+           "share of one corpus); here the digits training set is shuffled and cut into one shard "
+           "per worker; training loss of the averaged model, as the paper reports training "
+           "perplexity",
+    "sorted": "the chapter's second regime, not the paper's: label-sorted shards (each worker holds "
+              "two or three classes), where every state drifts between averages far more than on "
+              "IID data; training loss of the averaged model",
+}
+#: the methods whose peak rate is tuned (every Adam method of the claims); Local SGD and DDP are
+#: reference points of the charts, at their recipe's rates, and enter no paper claim
+TUNED = (DESLOC_NAME, LOCAL_ADAM, LOCAL_ADAM_2, KEEP, RESET)
+#: the rate grid of every tuned method: 3 points a factor 3 apart around the recipe's 3e-3
+#: (core.tuning.log_grid), extended once by core.tuning.tune when the choice is at an edge
+TUNE_POINTS, TUNE_RATIO = 3, 3.0
+#: tuning seeds per method (core.tuning.tuning_seeds: disjoint from the judging seeds)
+TUNING_SEEDS = 1
+
+
+def _tuned_methods(kx: int, rates: dict[str, float] | None) -> list[Method]:
+    """Experiment A's methods with the tuned peak rates (``rates``: method -> rate)."""
+    rates = rates or {}
+    return [replace(m, lr=rates.get(m.name)) for m in main_methods(kx)]
+
+
+def launch(comm: Collective, scale: str = "book", seed: int = 0, split: str = "iid",
+           rates: dict[str, float] | None = None) -> dict[str, pd.DataFrame]:
+    """Experiment A's methods (one seed, one split) on the workers of ``comm``: the function that
     ``iclr-lab launch desloc`` runs on real ``torch.distributed`` processes.
 
-    Every process calls it with its own collective; the shards follow ``comm.world_size``. The
-    tables are those of :func:`reproduce` for that seed (``curves``: one row per method and
-    evaluation; ``final``: one row per method), so a real run and the simulator can be compared
-    number for number.
+    Every process calls it with its own collective; the shards follow ``comm.world_size``. Each
+    method runs at its rate in ``rates`` (method name -> peak rate; by default none: the recipe's
+    ``3e-3`` for every Adam method, untuned). With the rates :func:`reproduce` chose
+    (:func:`tuned_rates`) the tables are those of :func:`reproduce` for that seed and split
+    (``curves``: one row per method and evaluation; ``final``: one row per method), so a real run
+    and the simulator can be compared number for number.
     """
+    from iclr_lab.core.validation import check_choice
+
     size = _sizes(scale)
-    logs = [train_worker(comm, m, size.setup, seed).assign(seed=seed) for m in main_methods(size.kx)]
+    setup = replace(size.setup, split=check_choice("split", split, SPLITS))
+    logs = [train_worker(comm, m, setup, seed).assign(seed=seed)
+            for m in _tuned_methods(size.kx, rates)]
     if comm.rank != 0:
         return {"curves": pd.DataFrame(), "final": pd.DataFrame()}
     curves = pd.concat(logs, ignore_index=True)
     return {"curves": curves, "final": _final_rows(curves)}
 
+
+def tuned_rates(report: Report) -> dict[str, float]:
+    """The peak rate tuning chose for each tuned method in ``report`` (method name -> rate)."""
+    return {t.method: t.choice for t in report.tuning}
 
 
 #: the paper's setting for its headline arithmetic: Kx = 256 with Ku = 3 Kx and Kv = 6 Kx
@@ -157,33 +200,80 @@ COMM_STEPS = 1.0
 #: any run of this experiment)
 MATCH_FACTOR = 1.05
 MATCH_SLACK = 0.01
+#: the heuristics' bar (pilot: suggested by a pre-check of the label-sorted experiment; the
+#: reproduction plan had asked for a report-only 2x)
+HEURISTIC_BAR = 1.5
+
+
+def _tune(setup: DigitsSetup, size: _Sizes, seed: int) -> list[Tuned]:
+    """Tune the peak rate of every method in :data:`TUNED` on ``setup``'s split (the paper's IID
+    regime; both splits then run at these rates, so that the split is the only change between
+    their rows).
+
+    Every method gets the same grid (:data:`TUNE_POINTS` points a factor :data:`TUNE_RATIO` apart
+    around the recipe's rate) and the same objective: the median final training loss over
+    :func:`~iclr_lab.core.tuning.tuning_seeds` (never the judging seeds). The tuning runs evaluate
+    only at the end, which changes no step of training.
+    """
+    from iclr_lab.core.tuning import tune, tuning_seeds
+
+    seeds = tuning_seeds(seed, TUNING_SEEDS)
+    quiet = replace(setup, eval_every=setup.steps)
+    methods = {m.name: m for m in main_methods(size.kx)}
+    out = []
+    for name in TUNED:
+        def score(values: Sequence[float], name: str = name) -> list[float]:
+            res = []
+            for lr in values:
+                runs = train_stacked(replace(methods[name], lr=float(lr)), quiet, seeds, size.workers)
+                res.append(float(np.median([r["loss"].iloc[-1] for r in runs])))
+            return res
+
+        t = tune(name, score, setup.lr, points=TUNE_POINTS, ratio=TUNE_RATIO)
+        out.append(t)
+    return out
 
 
 def reproduce(scale: str = "book", seed: int = 0) -> Report:
-    """Run Experiments A, B and C at ``scale`` (seeds ``seed, seed+1, ...``); return the report.
+    """Run Experiments A (on both splits, IID first), B and C at ``scale`` (seeds ``seed, seed+1,
+    ...``); return the report.
 
-    Claims: the byte count (``desloc-eq-cost``), equal bytes but a lower loss than Local Adam at
-    ``2 Kx``, the failure of the two heuristics, and ``Kv`` mattering less than ``Kx``.
+    Claims, one per split: DES-LOC matching Local Adam, equal bytes but a lower loss than Local Adam
+    at ``2 Kx``, the failure of the two heuristics, and ``Kv`` mattering less than ``Kx``; and the
+    byte count (``desloc-eq-cost``).
     """
     size = _sizes(scale)
     rng = seed_everything(seed)
     del rng  # every random source below is derived from the seeds themselves
     seeds = [seed + i for i in range(size.seeds)]
     with timed() as elapsed:
-        jobs: list[tuple[str, int, Method]] = [("main", 1, m) for m in main_methods(size.kx)]
-        jobs += sweep_methods(size.kx)
-        # every worker of every seed of one method in one stacked pass, equal bit for bit to
-        # run_simulated(train_worker) per seed (stacked.py; tests/distributed/test_desloc.py)
-        runs = {method.name: train_stacked(method, size.setup, seeds, size.workers)
-                for _, _, method in progress(jobs, desc="desloc", total=len(jobs))}
-        logs = [runs[method.name][i].assign(seed=s, sweep=swept, multiplier=mult)
-                for i, s in enumerate(seeds) for swept, mult, method in jobs]
-        curves = pd.concat(logs, ignore_index=True)
-        tables = _tables(curves, size)
+        # tuning in the paper's regime (IID); both splits run at the rates it chose
+        tuned = _tune(replace(size.setup, split=SPLITS[0]), size, seed)
+        rates = {t.method: t.choice for t in tuned}
+        parts: dict[str, list[pd.DataFrame]] = {"curves": [], "final": [], "sweep": []}
+        for split in progress(SPLITS, desc="desloc", total=len(SPLITS)):
+            setup = replace(size.setup, split=split)
+            jobs: list[tuple[str, int, Method]] = [
+                ("main", 1, m) for m in _tuned_methods(size.kx, rates)]
+            jobs += [(sw, mult, replace(m, lr=rates[DESLOC_NAME]))
+                     for sw, mult, m in sweep_methods(size.kx)]
+            # every worker of every seed of one method in one stacked pass, equal bit for bit to
+            # run_simulated(train_worker) per seed (stacked.py; tests/distributed/test_desloc.py)
+            runs = {method.name: train_stacked(method, setup, seeds, size.workers)
+                    for _, _, method in jobs}
+            logs = [runs[method.name][i].assign(seed=s, sweep=swept, multiplier=mult)
+                    for i, s in enumerate(seeds) for swept, mult, method in jobs]
+            for key, table in _tables(pd.concat(logs, ignore_index=True), size).items():
+                parts[key].append(table.assign(split=SPLIT_NAMES[split]))
+        tables = {k: pd.concat(v, ignore_index=True) for k, v in parts.items()}
+        tables["tuning"] = pd.DataFrame([
+            {"method": t.method, "lr": lr, "tuning_loss": sc, "chosen": lr == t.choice}
+            for t in tuned for lr, sc in zip(t.grid, t.scores, strict=True)])
         tables["rosenbrock"] = _rosenbrock(size.rosenbrock, seed)
         tables["drift"] = drift_run(size.setup, seed, size.drift_windows)
         claims, tables["acceptance"] = _claims(tables, size)
-    return Report("desloc", scale, seed, tables, claims, seconds=elapsed(), chart_builder=charts)
+    return Report("desloc", scale, seed, tables, claims, seconds=elapsed(), chart_builder=charts,
+                  tuning=tuned)
 
 
 def _tables(curves: pd.DataFrame, size: _Sizes) -> dict[str, pd.DataFrame]:
@@ -216,13 +306,12 @@ def _per_seed(final: pd.DataFrame, method: str) -> pd.Series:
 
 
 def _claims(tables: dict[str, pd.DataFrame], size: _Sizes) -> tuple[list[Claim], pd.DataFrame]:
-    final, sweep = tables["final"], tables["sweep"]
+    final_all, sweep_all = tables["final"], tables["sweep"]
     steps, kx = size.setup.steps, size.kx
-    seeds = sorted(final["seed"].unique())
-    loss = {m: _per_seed(final, m) for m in METHODS}
+    first = final_all[final_all["split"] == SPLIT_NAMES[SPLITS[0]]]
 
     def bytes_of(method: str) -> float:
-        b = final[final["method"] == method]
+        b = first[first["method"] == method]
         sent = b["bytes_parameters"] + b["bytes_first_moment"] + b["bytes_second_moment"]
         return float(sent.iloc[0])
 
@@ -230,11 +319,50 @@ def _claims(tables: dict[str, pd.DataFrame], size: _Sizes) -> tuple[list[Claim],
     expected = communication_cost((kx, 3 * kx, 6 * kx), steps, model_bytes(size.setup))
     counted_ok = bytes_of(DESLOC_NAME) == expected.total_bytes
     paper_ratio = 1.0 / units_per_step(PAPER_PERIODS)
+    by_split = {split: _split_claims(final_all[final_all["split"] == SPLIT_NAMES[split]],
+                                     sweep_all[sweep_all["split"] == SPLIT_NAMES[split]], size, split)
+                for split in SPLITS}
+    # claim by claim, the paper's regime (IID) first
+    claims = [c for pair in zip(*(by_split[s][0] for s in SPLITS), strict=True) for c in pair]
+    claims.append(
+        Claim("bytes_half",
+              f"DES-LOC at (Kx, Ku, Kv) = ({kx}, {3 * kx}, {6 * kx}) sends exactly 0.5x the bytes of "
+              f"Local Adam at K = {kx}, counted by the collective over T = {steps} steps (a "
+              "multiple of every period); the count also equals the formula (desloc-eq-cost)"
+              + ("" if counted_ok else " [IT DOES NOT]") + ".",
+              byte_ratio if counted_ok else math.nan, (0.5, 0.5), "in",
+              paper=f"2x less than Local Adam and 170x less than DDP (1/Kx + 1/Ku + 1/Kv at Kx = 256: "
+                    f"DDP sends {paper_ratio:.1f}x more)",
+              kind="derivation", source="prior"))
+    acceptance = pd.concat([by_split[s][1] for s in SPLITS], ignore_index=True)
+    return claims, acceptance
 
-    equal_bytes = (loss[DESLOC_NAME] / loss[LOCAL_ADAM_2])
-    # the tolerance of "matches Local Adam", fixed before any run: 5% plus 0.01 nats
-    matches = loss[DESLOC_NAME] / (MATCH_FACTOR * loss[LOCAL_ADAM] + MATCH_SLACK)
-    strongest = (loss[LOCAL_ADAM] / loss[LOCAL_ADAM_2])
+
+#: what each split expects of each claim, set before the book-scale run that judges it, from the
+#: outside review's untuned runs at lr 3e-3 (IID: DES-LOC within the tolerance of Local Adam, the
+#: heuristics at 0.67-1.09x Local Adam; label-sorted: 1.195 against the tolerance, heuristics at
+#: 3.6x and 4.6x; equal bytes and Kv hold on both)
+EXPECTED = {
+    "iid": {"matches_local_adam": True, "equal_bytes_better_loss": True, "keep_local_fails": False,
+            "reset_fails": False, "kv_matters_less": True},
+    "sorted": {"matches_local_adam": False, "equal_bytes_better_loss": True,
+               "keep_local_fails": True, "reset_fails": True, "kv_matters_less": True},
+}
+
+
+def _split_claims(final: pd.DataFrame, sweep: pd.DataFrame, size: _Sizes,
+                  split: str) -> tuple[list[Claim], pd.DataFrame]:
+    kx = size.kx
+    seeds = sorted(final["seed"].unique())
+    loss = {m: _per_seed(final, m) for m in METHODS}
+    regime, exp, tag = REGIMES[split], EXPECTED[split], SPLIT_NAMES[split]
+
+    def tolerance(method: str) -> pd.Series:
+        # the tolerance of "matches Local Adam", fixed before any run: 5% plus 0.01 nats
+        return loss[method] / (MATCH_FACTOR * loss[LOCAL_ADAM] + MATCH_SLACK)
+
+    equal_bytes = loss[DESLOC_NAME] / loss[LOCAL_ADAM_2]
+    strongest = loss[LOCAL_ADAM] / loss[LOCAL_ADAM_2]
     keep = loss[KEEP] / loss[LOCAL_ADAM]
     reset = loss[RESET] / loss[LOCAL_ADAM]
     desloc_vs_la = loss[DESLOC_NAME] / loss[LOCAL_ADAM]
@@ -245,65 +373,77 @@ def _claims(tables: dict[str, pd.DataFrame], size: _Sizes) -> tuple[list[Claim],
         return fin.groupby("seed")["loss"].agg(lambda v: float(v.max() - v.min())).sort_index()
 
     kv_over_kx = spread("Kv") / spread("Kx")
-
+    tuned = "every Adam method at the peak rate core.tuning chose for it on IID tuning runs"
     claims = [
-        Claim("bytes_half",
-              f"DES-LOC at (Kx, Ku, Kv) = ({kx}, {3 * kx}, {6 * kx}) sends exactly 0.5x the bytes of "
-              f"Local Adam at K = {kx}, counted by the collective over T = {steps} steps (a "
-              "multiple of every period); the count also equals the formula (desloc-eq-cost)"
-              + ("" if counted_ok else " [IT DOES NOT]") + ".",
-              byte_ratio if counted_ok else math.nan, (0.5, 0.5), "in",
-              paper=f"2x less than Local Adam and 170x less than DDP (1/Kx + 1/Ku + 1/Kv at Kx = 256: "
-                    f"DDP sends {paper_ratio:.1f}x more)",
-              kind="derivation", source="prior"),
-        Claim.over_seeds("matches_local_adam",
-                         f"DES-LOC's final training loss is within the tolerance of Local Adam's at the "
-                         f"same Kx = {kx} (twice DES-LOC's bytes): loss / ({MATCH_FACTOR:g} x Local "
-                         f"Adam's + {MATCH_SLACK:g}) <= 1 (median over seeds; tolerance fixed before "
-                         "any run).",
-                         matches.tolist(), 1.0, "<=",
-                         paper="DES-LOC matches Local Adam at Kx with half its communication (at billion "
-                               "scale: ICL average 51.6 against 51.8)",
-                         expected=False, kind="paper", source="prior"),
-        Claim("equal_bytes_better_loss",
-              f"On every seed, DES-LOC's final training loss is below that of Local Adam at period "
-              f"2Kx = {2 * kx}, which sends the same bytes (label-sorted shards, "
-              f"{size.workers} workers): the worst ratio over seeds is < 1.",
+        Claim.over_seeds(f"matches_local_adam_{split}",
+                         f"{tag} shards: DES-LOC's final training loss is within the tolerance of "
+                         f"Local Adam's at the same Kx = {kx} (twice DES-LOC's bytes): loss / "
+                         f"({MATCH_FACTOR:g} x Local Adam's + {MATCH_SLACK:g}) <= 1 (median over "
+                         f"seeds; tolerance fixed before any run; {tuned}).",
+                         tolerance(DESLOC_NAME).tolist(), 1.0, "<=",
+                         paper="DES-LOC matches Local Adam at Kx with half its communication (at "
+                               "billion scale: ICL average 51.6 against 51.8)",
+                         expected=exp["matches_local_adam"], kind="paper", source="prior",
+                         control=f"Local Adam at 2Kx = {2 * kx} (DES-LOC's bytes, all three states "
+                                 "on one clock), through the same test",
+                         control_values=tolerance(LOCAL_ADAM_2).tolist(), regime=regime),
+        Claim("equal_bytes_better_loss_" + split,
+              f"{tag} shards: on every seed, DES-LOC's final training loss is below that of Local "
+              f"Adam at period 2Kx = {2 * kx}, which sends the same bytes ({size.workers} workers; "
+              f"{tuned}): the worst ratio over seeds is < 1.",
               float(equal_bytes.max()), 1.0, "<",
               paper="implied by the paper's result: DES-LOC matches Local Adam at Kx with half "
                     "its bytes, so it should beat Local Adam at 2Kx, which sends the same bytes",
-              kind="paper", source="prior"),
-        Claim.over_seeds("keep_local_fails",
-                         f"Keeping the optimizer states local ends at >= 1.5x the final loss of Local "
-                         f"Adam at K = {kx} (median over seeds).",
-                         keep.tolist(), 1.5, ">=",
+              expected=exp["equal_bytes_better_loss"], kind="paper", source="prior",
+              no_control="the test is itself the comparison with the ablation at equal bytes "
+                         "(Local Adam at 2Kx: the three states on one clock); run on the control "
+                         "it scores exactly 1",
+              regime=regime),
+        Claim.over_seeds(f"keep_local_fails_{split}",
+                         f"{tag} shards: keeping the optimizer states local ends at >= "
+                         f"{HEURISTIC_BAR:g}x the final loss of Local Adam at K = {kx} (median over "
+                         f"seeds; {tuned}; the bar is a pilot choice).",
+                         keep.tolist(), HEURISTIC_BAR, ">=",
                          paper="heuristics that keep states local or reset them are unstable and "
                                "lack guarantees; on the Rosenbrock toy they oscillate",
-                         kind="paper", source="pilot"),
-        Claim.over_seeds("reset_fails",
-                         f"Resetting the optimizer states at every average ends at >= 1.5x the final "
-                         f"loss of Local Adam at K = {kx} (median over seeds).",
-                         reset.tolist(), 1.5, ">=",
+                         expected=exp["keep_local_fails"], kind="paper", source="pilot",
+                         control="DES-LOC (states averaged on their own periods), through the same "
+                                 "test",
+                         control_values=desloc_vs_la.tolist(), regime=regime),
+        Claim.over_seeds(f"reset_fails_{split}",
+                         f"{tag} shards: resetting the optimizer states at every average ends at >= "
+                         f"{HEURISTIC_BAR:g}x the final loss of Local Adam at K = {kx} (median over "
+                         f"seeds; {tuned}; the bar is a pilot choice).",
+                         reset.tolist(), HEURISTIC_BAR, ">=",
                          paper="periodically resetting states stalls with repeated oscillations",
-                         kind="paper", source="pilot"),
-        Claim.over_seeds("kv_matters_less",
-                         "The final loss varies less when Kv is multiplied by 1, 2, 4 (Kx, Ku fixed) "
-                         "than when Kx is (Ku, Kv fixed): range over the Kv sweep / range over the "
-                         "Kx sweep < 1 (median over seeds).",
+                         expected=exp["reset_fails"], kind="paper", source="pilot",
+                         control="DES-LOC (states averaged on their own periods), through the same "
+                                 "test",
+                         control_values=desloc_vs_la.tolist(), regime=regime),
+        Claim.over_seeds(f"kv_matters_less_{split}",
+                         f"{tag} shards: the final loss varies less when Kv is multiplied by 1, 2, 4 "
+                         "(Kx, Ku fixed) than when Kx is (Ku, Kv fixed): range over the Kv sweep / "
+                         "range over the Kx sweep < 1 (median over seeds; DES-LOC at its tuned "
+                         "rate).",
                          kv_over_kx.tolist(), 1.0, "<",
                          paper="perplexity gets clearly worse as Kx grows; Kv has almost no effect",
-                         kind="paper", source="prior"),
+                         expected=exp["kv_matters_less"], kind="paper", source="prior",
+                         no_control="the test is itself a comparison of two periods, the Kx sweep "
+                                    "being its reference; the Kx sweep against itself scores 1",
+                         regime=regime),
     ]
     rows = []
     for i, s in enumerate(seeds):
         rows += [
-            {"test": "final loss / Local Adam (2Kx), < 1 on every seed", "seed": s,
+            {"split": tag, "test": "final loss / Local Adam (2Kx), < 1 on every seed", "seed": s,
              "DES-LOC": equal_bytes.iloc[i], "Local Adam (Kx), 2x the bytes": strongest.iloc[i]},
-            {"test": "final loss / Local Adam (Kx), heuristics >= 1.5", "seed": s,
+            {"split": tag, "test": "final loss / Local Adam (Kx), heuristics >= 1.5", "seed": s,
              "DES-LOC": desloc_vs_la.iloc[i], "keep local": keep.iloc[i], "reset": reset.iloc[i]},
+            {"split": tag, "test": "loss / tolerance around Local Adam (Kx), <= 1", "seed": s,
+             "DES-LOC": tolerance(DESLOC_NAME).iloc[i],
+             "Local Adam (2Kx)": tolerance(LOCAL_ADAM_2).iloc[i]},
         ]
-    acceptance = pd.DataFrame(rows)
-    return claims, acceptance
+    return claims, pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -312,19 +452,40 @@ def _claims(tables: dict[str, pd.DataFrame], size: _Sizes) -> tuple[list[Claim],
 
 def numbers(report: Report) -> dict[str, float]:
     """Every number the chapter's prose quotes that is not a claim's value, computed from
-    ``report.tables`` (medians over seeds). The chapter glues them."""
+    ``report.tables`` (medians over seeds). Per-split keys end in ``_iid`` or ``_sorted``. The
+    chapter glues them."""
     t = report.tables
-    final = t["final"]
-    med = final.groupby("method")["final_loss"].median()
-    acc = final.groupby("method")["test_acc"].median()
-    units = final.groupby("method")["units_per_step"].first()
     out: dict[str, float] = {}
     keys = {DESLOC_NAME: "desloc", LOCAL_ADAM: "la", LOCAL_ADAM_2: "la2", KEEP: "keep",
             RESET: "reset", LOCAL_SGD: "sgd", DDP: "ddp"}
-    for method, key in keys.items():
-        out[f"loss_{key}"] = float(med[method])
-        out[f"acc_{key}"] = 100 * float(acc[method])
-        out[f"units_{key}"] = float(units[method])
+    for split in SPLITS:
+        tag = SPLIT_NAMES[split]
+        final = t["final"][t["final"]["split"] == tag]
+        med = final.groupby("method")["final_loss"].median()
+        acc = final.groupby("method")["test_acc"].median()
+        units = final.groupby("method")["units_per_step"].first()
+        for method, key in keys.items():
+            out[f"loss_{key}_{split}"] = float(med[method])
+            out[f"acc_{key}_{split}"] = 100 * float(acc[method])
+            out[f"units_{key}"] = float(units[method])
+        ratio = _per_seed(final, DESLOC_NAME) / _per_seed(final, LOCAL_ADAM)
+        out[f"desloc_over_la_{split}"] = float(ratio.median())
+        out[f"desloc_over_la_min_{split}"] = float(ratio.min())
+        out[f"desloc_over_la_max_{split}"] = float(ratio.max())
+        for name in (KEEP, RESET):
+            r = _per_seed(final, name) / _per_seed(final, LOCAL_ADAM)
+            out[f"{keys[name]}_over_la_{split}"] = float(r.median())
+        sw = t["sweep"][t["sweep"]["split"] == tag]
+        last = sw.loc[sw.groupby(["sweep", "multiplier", "seed"])["step"].idxmax()]
+        med_sweep = last.groupby(["sweep", "multiplier"])["loss"].median()
+        top = int(last["multiplier"].max())
+        out["sweep_top"] = top
+        out[f"sweep_kx_top_{split}"] = float(med_sweep[("Kx", top)])
+        out[f"sweep_kv_top_{split}"] = float(med_sweep[("Kv", top)])
+        out[f"sweep_base_{split}"] = float(med_sweep[("Kx", 1)])
+        out["seeds"] = int(final["seed"].nunique())
+    for name, lr in tuned_rates(report).items():
+        out[f"lr_{keys[name]}"] = lr
     out["paper_ddp_ratio"] = 1.0 / units_per_step(PAPER_PERIODS)
     out["paper_la_ratio"] = units_per_step((256, 256, 256)) / units_per_step(PAPER_PERIODS)
     out["half_life_b1"] = half_life(0.9)
@@ -342,20 +503,6 @@ def numbers(report: Report) -> dict[str, float]:
     out["drift_u_k_of_bound"] = float(du[kx]) / float(bu[kx])
     out["drift_v_k_of_bound"] = float(dv[kx]) / float(bv[kx])
     out["bound_uv_ratio"] = float(bu[kx]) / float(bv[kx])
-    ratio = (final[final["method"] == DESLOC_NAME].set_index("seed")["final_loss"]
-             / final[final["method"] == LOCAL_ADAM].set_index("seed")["final_loss"])
-    out["desloc_over_la"] = float(ratio.median())
-    out["desloc_over_la_min"] = float(ratio.min())
-    out["desloc_over_la_max"] = float(ratio.max())
-    out["seeds"] = int(final["seed"].nunique())
-    sw = t["sweep"]
-    last = sw.loc[sw.groupby(["sweep", "multiplier", "seed"])["step"].idxmax()]
-    med_sweep = last.groupby(["sweep", "multiplier"])["loss"].median()
-    top = int(last["multiplier"].max())
-    out["sweep_top"] = top
-    out["sweep_kx_top"] = float(med_sweep[("Kx", top)])
-    out["sweep_kv_top"] = float(med_sweep[("Kv", top)])
-    out["sweep_base"] = float(med_sweep[("Kx", 1)])
     rb = t["rosenbrock"]
     ends = rb.loc[rb.groupby("method")["step"].idxmax()]
     error = dict(zip(ends["method"], ends["error"], strict=True))
@@ -376,40 +523,55 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     from iclr_lab.core.charts import curves, palette, sweep, thin
 
     t = report.tables
-    cur = t["curves"]
-    order = [m for m in METHODS if m in set(cur["method"])]
-    final = t["final"].assign(units=lambda d: d["bytes"] / model_bytes(DigitsSetup()))
+    order = [m for m in METHODS if m in set(t["curves"]["method"])]
     scale = palette(order, DESLOC_NAME, colors=COLORS)
-    lo, hi = final["units"].min(), final["units"].max()
+    final_all = t["final"].assign(units=lambda d: d["bytes"] / model_bytes(DigitsSetup()))
+    lo, hi = final_all["units"].min(), final_all["units"].max()
+    y_lo, y_hi = final_all["final_loss"].min() / 1.3, final_all["final_loss"].max() * 1.3
     x = alt.X("units:Q", scale=alt.Scale(type="log", domain=[lo / 1.5, hi * 1.5]),
               title="model-sized all-reduces per worker (whole run)")
-    y = alt.Y("final_loss:Q", scale=alt.Scale(type="log", nice=False),
+    y = alt.Y("final_loss:Q", scale=alt.Scale(type="log", nice=False, domain=[y_lo, y_hi]),
               title="final training loss")
     color = alt.Color("method:N", scale=scale, title="method")
-    pts = alt.Chart(final).mark_point(filled=True, size=45, opacity=0.75).encode(
-        x=x, y=y, color=color,
-        tooltip=["method", "seed", alt.Tooltip("final_loss:Q", format=".4f"), "units:Q"])
-    med = final.groupby("method", as_index=False).agg(
-        final_loss=("final_loss", "median"), units=("units", "first"))
-    ticks = alt.Chart(med).mark_tick(thickness=2, size=26).encode(x=x, y=y, color=color)
-    figs: dict[str, alt.TopLevelMixin] = {"final_vs_bytes": alt.layer(ticks, pts).properties(
-        width=440, height=260, title="Final loss against communication (dots: seeds; ticks: medians)")}
-    plot = cur[cur["units"] > 0]
-    figs["loss_vs_bytes"] = curves(
-        thin(plot, "units", 80, log=True), x="units", y="loss", color="method", log_x=True,
-        log_y=True, x_title="model-sized all-reduces so far (per worker)",
-        y_title="training loss", highlight=DESLOC_NAME, color_title="method", colors=COLORS,
-        title="Loss against bytes sent")
-    figs["loss_vs_time"] = curves(
-        cur, x="sim_time", y="loss", color="method", log_y=True,
-        x_title=f"simulated time (local steps; one all-reduce = {COMM_STEPS:g} step)",
-        y_title="training loss", highlight=DESLOC_NAME, color_title="method", colors=COLORS,
-        title="Loss against simulated wall-clock")
+    panels, loss_bytes, loss_time = [], [], []
+    for split in SPLITS:
+        tag = SPLIT_NAMES[split]
+        final = final_all[final_all["split"] == tag]
+        pts = alt.Chart(final).mark_point(filled=True, size=45, opacity=0.75).encode(
+            x=x, y=y, color=color,
+            tooltip=["method", "seed", alt.Tooltip("final_loss:Q", format=".4f"), "units:Q"])
+        med = final.groupby("method", as_index=False).agg(
+            final_loss=("final_loss", "median"), units=("units", "first"))
+        ticks = alt.Chart(med).mark_tick(thickness=2, size=26).encode(x=x, y=y, color=color)
+        panels.append(alt.layer(ticks, pts).properties(width=250, height=240,
+                                                       title=f"{tag} shards"))
+        cur = t["curves"][t["curves"]["split"] == tag]
+        plot = cur[cur["units"] > 0]
+        loss_bytes.append(curves(
+            thin(plot, "units", 80, log=True), x="units", y="loss", color="method", log_x=True,
+            log_y=True, x_title="model-sized all-reduces so far (per worker)",
+            y_title="training loss", highlight=DESLOC_NAME, color_title="method", colors=COLORS,
+            title=f"{tag} shards").properties(width=250, height=240))
+        loss_time.append(curves(
+            cur, x="sim_time", y="loss", color="method", log_y=True,
+            x_title=f"simulated time (local steps; one all-reduce = {COMM_STEPS:g} step)",
+            y_title="training loss", highlight=DESLOC_NAME, color_title="method", colors=COLORS,
+            title=f"{tag} shards").properties(width=250, height=240))
+    figs: dict[str, alt.TopLevelMixin] = {
+        "final_vs_bytes": alt.hconcat(*panels).resolve_scale(color="shared").properties(
+            title="Final loss against communication (dots: seeds; ticks: medians)"),
+        "loss_vs_bytes": alt.hconcat(*loss_bytes).resolve_scale(color="shared").properties(
+            title="Loss against bytes sent"),
+        "loss_vs_time": alt.hconcat(*loss_time).resolve_scale(color="shared").properties(
+            title="Loss against simulated wall-clock"),
+    }
+    sw = t["sweep"]
+    sw = sw[sw["split"] == SPLIT_NAMES[SPLITS[0]]]
     slider = sweep(
-        t["sweep"], x="step", y="loss", param="multiplier", color="swept", param_label="m",
+        sw, x="step", y="loss", param="multiplier", color="swept", param_label="m",
         log_y=True, start=4, x_title="local step", y_title="training loss",
         color_title="DES-LOC with", highlight="Kx × m (Ku, Kv fixed)",
-        title="Multiply one period by m: Kx hurts, Kv barely")
+        title="IID shards: multiply one period by m; Kx hurts, Kv barely")
     # the value label goes to the top right corner: the curves start at the top left
     label = slider.layer[-1]
     label.mark = alt.MarkDef(type="text", align="right", baseline="top", fontSize=13,

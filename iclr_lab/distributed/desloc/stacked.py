@@ -230,15 +230,14 @@ def train_stacked(method: Method, setup: DigitsSetup, seeds: Sequence[int],
     model = _StackedMLP(inits)
     scratch = FlatMLP(n_in, setup.hidden, n_out, torch.Generator().manual_seed(0))
     comm = StackedCollective(workers, g)
+    peak = method.peak(setup)
     if method.optimizer == "adam":
         opt: torch.optim.Optimizer = _StackedDESLOC(
-            [model.w1, model.b1, model.w2], model.b2_rows, lr=setup.lr, betas=setup.betas,
+            [model.w1, model.b1, model.w2], model.b2_rows, lr=peak, betas=setup.betas,
             sync_periods=method.sync_periods, comm=comm, clip=setup.clip,
             reset_states=method.reset_states, fused=True)
-        peak = setup.lr
     else:
-        opt = torch.optim.SGD(model.stacked4, lr=setup.sgd_lr, foreach=True)
-        peak = setup.sgd_lr
+        opt = torch.optim.SGD(model.stacked4, lr=peak, foreach=True)
     rows: list[list[dict[str, Any]]] = [[] for _ in seeds]
 
     def record(step: int) -> None:

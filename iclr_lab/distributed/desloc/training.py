@@ -68,6 +68,8 @@ class Method:
             Local SGD).
         reset_states: the reset heuristic (DES-LOC's ``reset_states``).
         ddp: average the gradients at every step (DDP; the replicas stay identical).
+        lr: this method's peak learning rate (``None``: the setup's ``lr`` for Adam methods,
+            ``sgd_lr`` for Local SGD); ``reproduce`` sets the rate that tuning chose.
     """
 
     name: str
@@ -75,9 +77,18 @@ class Method:
     optimizer: str = "adam"
     reset_states: bool = False
     ddp: bool = False
+    lr: float | None = None
 
     def __post_init__(self) -> None:
         check_choice("optimizer", self.optimizer, ("adam", "sgd"))
+        if self.lr is not None:
+            check_range("lr", self.lr, 0, INF, low_open=True, high_open=True)
+
+    def peak(self, setup: DigitsSetup) -> float:
+        """The peak learning rate of this method in ``setup`` (its own ``lr``, else the setup's)."""
+        if self.lr is not None:
+            return self.lr
+        return setup.lr if self.optimizer == "adam" else setup.sgd_lr
 
     @property
     def kx(self) -> float:
@@ -217,14 +228,13 @@ def train_worker(comm: Collective, method: Method, setup: DigitsSetup, seed: int
     model = FlatMLP(x.shape[1], setup.hidden, data.split.n_classes,
                  torch.Generator().manual_seed(worker_seed(seed, 10_000)))  # same on every worker
     gen = torch.Generator().manual_seed(worker_seed(seed, comm.rank))
+    peak = method.peak(setup)
     if method.optimizer == "adam":
         opt: torch.optim.Optimizer = DESLOC(
-            model.params, lr=setup.lr, betas=setup.betas, sync_periods=method.sync_periods,
+            model.params, lr=peak, betas=setup.betas, sync_periods=method.sync_periods,
             comm=comm, clip=setup.clip, reset_states=method.reset_states, fused=True)
-        peak = setup.lr
     else:
-        opt = torch.optim.SGD(model.params, lr=setup.sgd_lr, foreach=True)
-        peak = setup.sgd_lr
+        opt = torch.optim.SGD(model.params, lr=peak, foreach=True)
     rows: list[dict[str, Any]] = []
     start = comm.counts()  # the collective may have served earlier runs (launch runs several)
     if comm.rank == 0:
