@@ -29,13 +29,15 @@ which makes per-variant costs comparable instance by instance.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import torch
 
 from iclr_lab.core.validation import check_choice, check_int
 
-__all__ = ["ATTRIBUTES", "ID_VARIANTS", "MB_VARIANTS", "VARIANTS", "VRPBatch", "capacity_for",
+__all__ = ["ATTRIBUTES", "ID_VARIANTS", "MB_VARIANTS", "VARIANTS", "VRPBatch", "capacity_for", "concat",
            "generate", "variant_flags", "variant_name"]
 
 ATTRIBUTES = ("O", "B", "L", "TW")
@@ -271,3 +273,16 @@ def generate(variant: str, n: int, batch: int, seed: int, *, dtype: torch.dtype 
         backhaul=torch.cat([zero, bh / q_cap], 1).to(dtype), time_windows=tws.to(dtype),
         service=torch.cat([zero, s], 1).to(dtype), limit=limit.to(dtype), open_route=open_flag.clone(),
         mixed_backhaul=mb, capacity=q_cap, variants=names)
+
+
+def concat(batches: Sequence[VRPBatch]) -> VRPBatch:
+    """One batch holding the instances of ``batches`` in order (same capacity and backhaul class),
+    so that instances of several variants decode together."""
+    if not batches:
+        raise ValueError("batches must hold at least one VRPBatch")
+    first = batches[0]
+    if any(b.capacity != first.capacity or b.mixed_backhaul != first.mixed_backhaul for b in batches):
+        raise ValueError("batches must share their capacity and backhaul class to be concatenated")
+    tensors: dict[str, Any] = {f.name: torch.cat([getattr(b, f.name) for b in batches])
+                               for f in fields(VRPBatch) if isinstance(getattr(first, f.name), torch.Tensor)}
+    return replace(first, **tensors, variants=sum((b.variants for b in batches), ()))

@@ -11,7 +11,7 @@ import torch
 from iclr_lab.routing import ccl_vrp
 from iclr_lab.routing.ccl_vrp import experiments as ex
 from iclr_lab.routing.evaluate import SOLVERS
-from iclr_lab.routing.instances import ID_VARIANTS, MB_VARIANTS, generate
+from iclr_lab.routing.instances import ID_VARIANTS, MB_VARIANTS, concat, generate
 from iclr_lab.routing.model import PolicyConfig, RoutingPolicy
 
 torch.set_num_threads(1)
@@ -46,8 +46,8 @@ def _tables(costs: pd.DataFrame, probe_gain: float = 0.5, live_rel: float = 0.0,
     gaps = ex._gap_table(long)
     if live is None:
         live = _live({"ccl_0": [live_rel]})
-    probe = pd.DataFrame({"policy": [ex.LABELS["ccl"]], "r2_step": [0.7], "r2_encoder": [0.7 - probe_gain],
-                          "gain": [probe_gain]})
+    probe = pd.DataFrame({"policy": [ccl_vrp.LABELS["ccl"]], "r2_step": [0.7],
+                          "r2_encoder": [0.7 - probe_gain], "gain": [probe_gain]})
     return {"gaps": gaps, "summary": ex._summary(gaps), "live": live, "probe": probe}
 
 
@@ -156,21 +156,21 @@ def test_live_batch_puts_half_of_every_variant_in_each_half() -> None:
 
 def test_concat_keeps_instances_in_order_and_rejects_mixed_classes() -> None:
     a, b = generate("CVRP", 6, 2, seed=0), generate("VRPBLTW", 6, 3, seed=1)
-    c = ex.concat([a, b])
+    c = concat([a, b])
     assert c.batch_size == 5 and c.variants == a.variants + b.variants
     assert torch.equal(c.locs[2:], b.locs) and torch.equal(c.time_windows[:2], a.time_windows)
     assert torch.equal(c[3].limit, b[1].limit)
     with pytest.raises(ValueError, match="batches"):
-        ex.concat([a, generate("VRPMB", 6, 1, seed=0)])
+        concat([a, generate("VRPMB", 6, 1, seed=0)])
     with pytest.raises(ValueError, match="batches"):
-        ex.concat([])
+        concat([])
 
 
 def test_gate_trace_zeroes_absent_constraints_and_stops_at_the_final_return() -> None:
     torch.manual_seed(0)
     pol = RoutingPolicy(PolicyConfig(decoder="ccl", **SMALL))
     inst = generate("OVRPTW", 8, 3, seed=2)
-    trace = ex.gate_trace(pol, inst)
+    trace = ccl_vrp.gate_trace(pol, inst)
     assert set(trace.constraint) == {"B", "L", "O", "TW"}
     assert (trace[trace.constraint.isin(["B", "L"])].gate == 0).all()
     assert (trace[trace.constraint.isin(["O", "TW"])].gate > 0).all()
@@ -179,16 +179,16 @@ def test_gate_trace_zeroes_absent_constraints_and_stops_at_the_final_return() ->
         assert (t.kind != "depot").sum() == 8  # every customer once before the final return
         assert t.step.tolist() == list(range(1, len(t) + 1))
     with pytest.raises(ValueError, match="pol"):
-        ex.gate_trace(RoutingPolicy(PolicyConfig(decoder="static", **SMALL)), inst)
+        ccl_vrp.gate_trace(RoutingPolicy(PolicyConfig(decoder="static", **SMALL)), inst)
 
 
 def test_route_stops_close_every_route_and_flag_free_returns() -> None:
     inst = generate("OVRPB", 6, 1, seed=0)
-    stops = ex.route_stops(inst, [[1, 2], [3, 4, 5, 6]])
+    stops = ccl_vrp.route_stops(inst, [[1, 2], [3, 4, 5, 6]])
     for _, r in stops.groupby("route"):
         assert r.node.iloc[0] == 0 and r.node.iloc[-1] == 0
         assert r.free.tolist() == [False] * (len(r) - 1) + [True]
-    closed = ex.route_stops(generate("VRPB", 6, 1, seed=0), [[1, 2, 3, 4, 5, 6]])
+    closed = ccl_vrp.route_stops(generate("VRPB", 6, 1, seed=0), [[1, 2, 3, 4, 5, 6]])
     assert not closed.free.any()
     assert set(stops.kind) <= {"depot", "delivery", "pickup"}
 
@@ -217,3 +217,24 @@ def test_smoke_run_reproduces_the_shipped_costs_live() -> None:
     other = ccl_vrp.reproduce(scale="smoke", seed=4)
     assert report.claim("near_reference").per_seed == other.claim("near_reference").per_seed
     assert not report.tables["live"].equals(other.tables["live"])
+
+
+def test_near_reference_claims_are_sanity_checks_that_the_static_decoder_passes_too() -> None:
+    claims = {c.name: c for c in ex._claims(_tables(_costs(GOOD)))}
+    for name in ("near_reference", "near_reference_nn"):
+        assert claims[name].kind == "sanity" and claims[name].control_passed
+    assert claims["near_reference"].control_per_seed == pytest.approx((6.0, 6.3, 5.8))
+    vs = claims["ccl_vs_static"]
+    assert vs.kind == "paper" and vs.no_control and vs.regime
+
+
+def test_noninferiority_is_judged_on_the_paired_interval() -> None:
+    ok = {c.name: c for c in ex._claims(_tables(_costs(GOOD)))}["ccl_noninferior"]
+    assert ok.passed and ok.measured == pytest.approx(-2.0) and ok.interval is not None
+    # CCL 1 point behind at every seed: fails
+    behind = dict(GOOD, ccl_0=7.0, ccl_1=7.3, ccl_2=6.8)
+    assert not {c.name: c for c in ex._claims(_tables(_costs(behind)))}["ccl_noninferior"].passed
+    # a median 0.2 behind, but too noisy for the interval to clear 0.5: fails
+    noisy = dict(GOOD, ccl_0=4.0, ccl_1=6.5, ccl_2=7.2)
+    c = {c.name: c for c in ex._claims(_tables(_costs(noisy)))}["ccl_noninferior"]
+    assert c.measured < 0.5 and not c.passed

@@ -6,28 +6,26 @@ this package (:mod:`iclr_lab.routing.instances`, :mod:`~iclr_lab.routing.env`,
 :mod:`~iclr_lab.routing.solvers`, :mod:`~iclr_lab.routing.probe`,
 :mod:`~iclr_lab.routing.evaluate`); this package holds the chapter's experiments:
 
+* :mod:`~iclr_lab.routing.ccl_vrp.data`: the shipped policies, the test set, and the views of them
+  that the experiments and the explorers share (route stops, gate traces);
 * :mod:`~iclr_lab.routing.ccl_vrp.experiments`: :func:`reproduce`, the claims, the live re-run of
   the shipped test costs and the numbers the prose quotes;
 * :mod:`~iclr_lab.routing.ccl_vrp.explore`: the charts, the picture of the variants and the two
   live explorers (routes against PyVRP, and RGCR's gates along a tour).
 """
 
-from iclr_lab.routing.ccl_vrp.experiments import (
+from iclr_lab.routing.ccl_vrp.data import (
     LABELS,
     MODELS,
     PICTURE_VARIANTS,
     PYVRP_SETTINGS,
     TRAIN_SEEDS,
-    concat,
     gate_trace,
-    instance_gaps,
-    live_sample,
-    numbers,
     policy,
-    reproduce,
     route_stops,
     test_instance,
 )
+from iclr_lab.routing.ccl_vrp.experiments import instance_gaps, live_sample, numbers, reproduce
 from iclr_lab.routing.ccl_vrp.explore import (
     COLORS,
     GATE_COLORS,
@@ -48,7 +46,6 @@ __all__ = [
     "PYVRP_SETTINGS",
     "TRAIN_SEEDS",
     "charts",
-    "concat",
     "explorer",
     "gate_chart",
     "gate_explorer",

@@ -13,7 +13,7 @@ import pandas as pd
 
 from iclr_lab.core.report import Report
 from iclr_lab.core.validation import check_choice, check_int
-from iclr_lab.routing.ccl_vrp.experiments import (
+from iclr_lab.routing.ccl_vrp.data import (
     LABELS,
     MODELS,
     PICTURE_VARIANTS,
