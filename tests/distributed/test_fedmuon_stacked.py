@@ -26,7 +26,8 @@ BOOK_SHAPES = FedSetup(clients=4, sampled=2, local_steps=2, rounds=2, batch=8, h
 METHODS = [FedMethod("fm", "fedmuon", 0.05), FedMethod("fm big", "fedmuon", 0.5, alpha=0.3),
            FedMethod("lm", "localmuon", 0.05), FedMethod("carry", "localmuon", 0.2, carry=True),
            FedMethod("scaffold", "scaffold", 0.05), FedMethod("scaffold b", "scaffold", 0.1, beta=0.5),
-           FedMethod("svd", "fedmuon", 0.1, ns_steps=None), FedMethod("T0", "localmuon", 0.1, ns_steps=0)]
+           FedMethod("svd", "fedmuon", 0.1, ns_steps=None), FedMethod("T0", "localmuon", 0.1, ns_steps=0),
+           FedMethod("adam", "adam", 0.01), FedMethod("adam big", "adam", 0.3)]
 
 
 def _serial(method, setup, seed):

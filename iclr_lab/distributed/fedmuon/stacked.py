@@ -42,6 +42,8 @@ from iclr_lab.core.validation import check_int
 from iclr_lab.distributed.desloc.stacked import StackedCollective
 from iclr_lab.distributed.fedmuon.method import _TOY, KELLER, lmo, newton_schulz, toy_run
 from iclr_lab.distributed.fedmuon.training import (
+    ADAM_BETAS,
+    ADAM_EPS,
     FedMethod,
     FedSetup,
     _init,
@@ -292,6 +294,21 @@ def _round(g: _Group, r: int, setup: FedSetup, picked: torch.Tensor, xb: list[to
                     mj.add_(gj + cj)
                     _axpy_(xj, mj, lrs, S, sub=True)
                     _axpy_(nj, gj, [1 / K] * P, S)
+        elif algorithm == "adam":
+            b1, b2 = ADAM_BETAS
+            m = [_padded(torch.zeros_like(t)) for t in x]
+            v = [_padded(torch.zeros_like(t)) for t in x]
+            for k in range(K):
+                grads = _stacked_grads(x, x_rep[k], y_rep[k])
+                bc1, bc2 = 1 - b1 ** (k + 1), 1 - b2 ** (k + 1)
+                for xj, mj, vj, gj in zip(x, m, v, grads, strict=True):
+                    mj.mul_(b1)
+                    _axpy_(mj, gj, [1 - b1] * P, S)
+                    vj.mul_(b2)
+                    for _, (vv, gv) in _blocks(vj[0].numel(), S, vj, gj):
+                        vv.addcmul_(gv, gv, value=1 - b2)
+                    _axpy_(xj, (mj / bc1) / ((vj / bc2).sqrt() + ADAM_EPS), lrs, S, sub=True)
+            new_ci = ci
         else:
             if algorithm == "fedmuon":
                 m = [_padded(t) for t in ci]  # start from the last local momentum (= C_i)

@@ -25,9 +25,13 @@ from iclr_lab.distributed.fedmuon.method import local_lmo_steps
 __all__ = ["ALGORITHMS", "FedMethod", "FedSetup", "client_shards", "model_bytes", "train_clients"]
 
 #: The algorithms of :class:`FedMethod`. FedMuon is equation ``fedmuon-eq-local`` with the corrected
-#: momentum, LocalMuon is FedAvg with local Muon, and SCAFFOLD runs local heavy-ball momentum on the
-#: corrected gradient, with the mean local gradient of the round as its control variate.
-ALGORITHMS: tuple[str, ...] = ("fedmuon", "localmuon", "scaffold")
+#: momentum, LocalMuon is FedAvg with local Muon, SCAFFOLD runs local heavy-ball momentum on the
+#: corrected gradient, with the mean local gradient of the round as its control variate, and
+#: FedAvg-Adam (``"adam"``) is FedAvg with local Adam, its moments started at zero every round.
+ALGORITHMS: tuple[str, ...] = ("fedmuon", "localmuon", "scaffold", "adam")
+#: FedAvg-Adam's moment coefficients and epsilon (PyTorch's defaults).
+ADAM_BETAS: tuple[float, float] = (0.9, 0.999)
+ADAM_EPS = 1e-8
 
 
 @dataclass(frozen=True)
@@ -38,7 +42,7 @@ class FedMethod:
         name: the label in tables and charts.
         algorithm: one of :data:`~iclr_lab.distributed.fedmuon.training.ALGORITHMS`.
         lr: the local step size (the LMO step ``eta`` for the LMO methods, the SGD step for
-            SCAFFOLD); it decays linearly to 0 over the rounds.
+            SCAFFOLD, Adam's step for FedAvg-Adam); it decays linearly to 0 over the rounds.
         alpha: the momentum's EMA weight ``alpha`` in ``fedmuon-eq-local`` (LMO methods).
         beta: SCAFFOLD's heavy-ball momentum ``m <- beta m + g``.
         carry: LocalMuon keeps each client's momentum across rounds (otherwise it starts at 0).
@@ -201,6 +205,19 @@ def train_clients(comm: Collective, method: FedMethod, setup: FedSetup, seed: in
                 # (x - y_i) / (K lr) - c + c_i, equals it for plain SGD but, with momentum, measures
                 # the mean momentum instead: about 2.6 times the gradient for K = 5 steps from zero
                 # with beta = 0.9 (1 / (1 - beta) = 10 only in the long run).
+            elif method.algorithm == "adam":
+                b1, b2 = ADAM_BETAS
+                m = [z.clone() for z in zeros]
+                v = [z.clone() for z in zeros]
+                for k in range(setup.local_steps):
+                    g = grad(x, k)
+                    bc1, bc2 = 1 - b1 ** (k + 1), 1 - b2 ** (k + 1)
+                    with torch.no_grad():
+                        for xj, mj, vj, gj in zip(x, m, v, g, strict=True):
+                            mj.mul_(b1).add_(gj, alpha=1 - b1)
+                            vj.mul_(b2).addcmul_(gj, gj, value=1 - b2)
+                            xj.sub_((mj / bc1) / ((vj / bc2).sqrt() + ADAM_EPS), alpha=lr)
+                new_ci = Ci[i]
             elif method.algorithm == "fedmuon":
                 m = [c.clone() for c in Ci[i]]  # start from the last local momentum (= C_i)
                 shift = [ci - c for ci, c in zip(Ci[i], C, strict=True)]
