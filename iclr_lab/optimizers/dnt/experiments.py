@@ -517,6 +517,8 @@ def numbers(report: Report) -> dict[str, float]:
     values["init_weight_norm"] = _init_weight_norm(report)
     values["midnorm_input_ms"], values["midnorm_input_ms_max"] = _midnorm_input_scale(report)
     values["norm_eps"] = pick(_SIZES, report.scale).config.norm_eps
+    # the relative error eps / (2 ||f||^2 / d) of the normaliser at the median MidNorm input
+    values["eps_error"] = values["norm_eps"] / (2 * values["midnorm_input_ms"])
     # for every cell whose tuned rate is an edge of its grid (on the tuning seed): how much lower
     # its loss is than the middle rate's (a near-tie says the loss is flat there); 0 when interior
     edge = []
