@@ -359,3 +359,17 @@ def test_time_ratios_credit_a_baseline_that_never_arrives_with_the_horizon():
     curves = pd.DataFrame({"time": [0.0, 200.0]})
     ratios = _time_ratios({"grid": grid, "tuned": tuned, "curves_stragglers": curves}, "A", "B")
     assert ratios == [0.5, math.inf]  # never reached by either: a failure for A, never a pass
+
+
+def test_heavy_straggler_regime_is_the_papers_case_for_the_time_claims():
+    """19 workers at 1 s and one at 50 s: tau_n / tau_avg = 14.5 and 4 tau_avg / tau_n < 1 (the
+    theorem's constants separate Ringleader from minibatch SGD); tau_i = i^2 does not (1.44)."""
+    from iclr_lab.distributed.ringleader.experiments import heavy_times
+
+    tau = np.array(heavy_times(20).tau)
+    assert tau.tolist() == [1.0] * 19 + [50.0]
+    assert abs(tau.max() / tau.mean() - 14.49) < 0.01 and 4 * tau.mean() / tau.max() < 1
+    i2 = np.arange(1.0, 21.0) ** 2
+    assert 4 * i2.mean() / i2.max() > 1
+    with pytest.raises(ValueError, match="n"):
+        heavy_times(1)
