@@ -182,7 +182,9 @@ def _tune_all(size: _Sizes, seed: int) -> tuple[list[Tuned], pd.DataFrame]:
     """Every tuned method's step by :func:`~iclr_lab.core.tuning.tune` on its own grid, on the
     tuning seed at Dirichlet 0.1, by the final training loss (NaN or inf: diverged); the grids' runs
     in one stacked pass, then the extensions the tuner asks for (a point beyond an edge, or the
-    midpoint towards a diverged neighbour) in a second."""
+    midpoint towards a diverged neighbour) in a second. Where any rate of a grid diverged, the
+    grid is refined once around the choice (the geometric midpoints to both neighbours) and tuned
+    again, so that a choice near the first divergent rate is resolved."""
     tune_seed = tuning_seeds(seed, 1)[0]
     setup = replace(size.setup, dirichlet=ALPHAS[0])
     grids = _grids(size)
@@ -203,16 +205,26 @@ def _tune_all(size: _Sizes, seed: int) -> tuple[list[Tuned], pd.DataFrame]:
                 raise _Missing(missing)
             return [scores[(name, float(v))] for v in values]
         grid = grids[name]
-        return tune(name, score_many, grid[len(grid) // 2], grid=grid)
+        first = tune(name, score_many, grid[len(grid) // 2], grid=grid)
+        if all(np.isfinite(first.scores)) or not np.isfinite(first.choice):
+            return first
+        # a rate of the grid diverged: refine around the choice once, with the geometric
+        # midpoints to both neighbours, so that a best rate next to the cliff is resolved
+        k = first.grid.index(first.choice)
+        mids = [float(np.sqrt(first.choice * first.grid[j])) for j in (k - 1, k + 1)
+                if 0 <= j < len(first.grid)]
+        return tune(name, score_many, grid[len(grid) // 2], grid=sorted({*first.grid, *mids}))
 
     run([(name, float(lr)) for name, grid in grids.items() for lr in grid])
-    extra: list[tuple[str, float]] = []
-    for name in grids:
-        try:
-            attempt(name)
-        except _Missing as miss:
-            extra += [(name, float(v)) for v in miss.values]
-    if extra:
+    for _ in range(3):  # the tuner's extension, then the refinement, then its extension
+        extra: list[tuple[str, float]] = []
+        for name in grids:
+            try:
+                attempt(name)
+            except _Missing as miss:
+                extra += [(name, float(v)) for v in miss.values]
+        if not extra:
+            break
         run(extra)
     tuned = [attempt(name) for name in grids]
     return tuned, _final(pd.concat(logs, ignore_index=True))
