@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_choice, check_int, check_range, check_seed
 
 __all__ = [
     "BUNDLED_IMAGES",
@@ -60,7 +60,7 @@ def digits(test_size: float = 0.2, seed: int = 0) -> Split:
     x, y = load_digits(return_X_y=True)
     x = (x / 16.0).astype(np.float32)
     xtr, xte, ytr, yte = train_test_split(x, y.astype(np.int64), test_size=test_size,
-                                          stratify=y, random_state=check_int("seed", seed, 0))
+                                          stratify=y, random_state=check_seed(seed))
     return Split(xtr, ytr, xte, yte)
 
 
@@ -89,7 +89,7 @@ def gaussian_mixture(n: int, dim: int, classes: int, separation: float = 2.0,
     check_int("dim", dim, 1)
     check_int("classes", classes, 2)
     check_range("separation", separation, 0)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     means = rng.standard_normal((classes, dim)) * separation / np.sqrt(2.0)
     y = rng.integers(0, classes, size=n)
     x = means[y] + rng.standard_normal((n, dim))
@@ -104,7 +104,7 @@ def sparse_regression(n: int, dim: int, sparsity: int, noise: float = 0.0,
     check_int("dim", dim, 1)
     check_int("sparsity", sparsity, 0, dim)
     check_range("noise", noise, 0)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     a = rng.standard_normal((n, dim)) / np.sqrt(n)
     x = np.zeros(dim)
     support = rng.choice(dim, size=sparsity, replace=False)
@@ -122,7 +122,7 @@ def low_rank(shape: tuple[int, ...], rank: int, seed: int = 0) -> np.ndarray:
         raise ValueError(f"shape must have 2 or 3 entries, got {shape}")
     m, n = shape[0], shape[1]
     check_int("rank", rank, 1, min(m, n))
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     extra = shape[2:]
     u = rng.standard_normal((*extra, m, rank))
     v = rng.standard_normal((*extra, rank, n))

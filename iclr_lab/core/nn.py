@@ -16,7 +16,7 @@ from torch import nn
 
 from iclr_lab.core.datasets import Split
 from iclr_lab.core.progress import progress
-from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.core.validation import check_int, check_range, check_seed
 
 __all__ = ["FlatMLP", "adam_update", "batch_indices", "evaluate", "mlp", "train_classifier",
            "warmup_cosine"]
@@ -47,7 +47,7 @@ def batch_indices(n: int, steps: int, batch_size: int, seed: int) -> list[torch.
     """The minibatch indices of ``steps`` steps: epochs of a seeded random permutation of ``n``
     (a new permutation when the next batch would not fit). :func:`train_classifier` draws these;
     stacked runs that must match it draw them here too."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(check_seed(seed))
     perm, pos, out = torch.randperm(n, generator=gen), 0, []
     for _ in range(steps):
         if pos + batch_size > n:

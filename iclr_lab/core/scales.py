@@ -17,7 +17,7 @@ from typing import Literal, TypeVar
 
 import numpy as np
 
-from iclr_lab.core.validation import check_choice, check_int
+from iclr_lab.core.validation import check_choice, check_int, check_seed
 
 __all__ = ["SCALES", "Scale", "check_scale", "pick", "seed_everything"]
 
@@ -57,7 +57,7 @@ def seed_everything(seed: int, *, threads: int | None = 1) -> np.random.Generato
         A fresh ``numpy.random.Generator`` seeded with ``seed``. Chapters pass it (or integers drawn
         from it) down instead of touching global state.
     """
-    seed = check_int("seed", seed, 0, 2**32 - 1)
+    seed = check_seed(seed)
     random.seed(seed)
     np.random.seed(seed)  # noqa: NPY002 - third-party code may still use the legacy global RNG
     os.environ.setdefault("PYTHONHASHSEED", str(seed))

@@ -11,7 +11,7 @@ from collections.abc import Collection
 from numbers import Integral, Real
 from typing import Any
 
-__all__ = ["check_choice", "check_int", "check_range", "check_real"]
+__all__ = ["SEED_MAX", "check_choice", "check_int", "check_range", "check_real", "check_seed"]
 
 
 def _fmt(x: float) -> str:
@@ -67,6 +67,20 @@ def check_int(name: str, value: Any, low: int | None = None, high: int | None = 
     if not lo <= n <= hi:
         raise ValueError(f"{name} must be an integer in [{_fmt(lo)}, {_fmt(hi)}], got {value!r}")
     return n
+
+
+#: The largest seed: numpy's and torch's generators both take any integer in [0, 2**32 - 1].
+SEED_MAX = 2**32 - 1
+
+
+def check_seed(seed: Any, name: str = "seed") -> int:
+    """Check that ``seed`` is an integer in ``[0, 2**32 - 1]`` and return it. ``None`` (which numpy
+    would take as "fresh entropy", silently non-deterministic), floats, strings and negative
+    numbers are refused with an error naming ``name``."""
+    if seed is None:
+        raise TypeError(f"{name} must be an integer in [0, {SEED_MAX}], got None: every run of this "
+                        "package is seeded, so that it can be repeated")
+    return check_int(name, seed, 0, SEED_MAX)
 
 
 def check_choice(name: str, value: Any, choices: Collection[Any]) -> Any:

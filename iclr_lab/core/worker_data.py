@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 
 from iclr_lab.core.datasets import Split, digits
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_choice, check_int, check_range, check_seed
 
 __all__ = [
     "SPLITS",
@@ -55,7 +55,7 @@ def worker_seed(seed: int, rank: int) -> int:
     Use it for ``torch.Generator().manual_seed(worker_seed(seed, rank))`` or
     ``numpy.random.default_rng(worker_seed(seed, rank))``.
     """
-    seed = check_int("seed", seed, 0)
+    seed = check_seed(seed)
     rank = check_int("rank", rank, 0)
     return int(np.random.SeedSequence([seed, rank]).generate_state(1, np.uint64)[0] >> np.uint64(1))
 
@@ -83,7 +83,7 @@ def shard_iid(labels: Any, n_workers: int, seed: int = 0) -> list[np.ndarray]:
     """
     y = _labels(labels)
     n_workers = _check_workers(n_workers, y.size)
-    perm = np.random.default_rng(check_int("seed", seed, 0)).permutation(y.size)
+    perm = np.random.default_rng(check_seed(seed)).permutation(y.size)
     return [np.sort(part) for part in np.array_split(perm, n_workers)]
 
 
@@ -123,7 +123,7 @@ def shard_dirichlet(labels: Any, n_workers: int, alpha: float, seed: int = 0, *,
     alpha = check_range("alpha", alpha, 0, np.inf, low_open=True, high_open=True)
     min_size = check_int("min_size", min_size, 0, y.size // n_workers)
     max_tries = check_int("max_tries", max_tries, 1)
-    rng = np.random.default_rng(check_int("seed", seed, 0))
+    rng = np.random.default_rng(check_seed(seed))
     classes = np.unique(y)
     for _ in range(max_tries):
         parts: list[list[np.ndarray]] = [[] for _ in range(n_workers)]
@@ -279,7 +279,7 @@ class QuadraticToy:
         self.L = check_range("L", L, self.mu, np.inf, high_open=True)
         self.spread = check_range("spread", spread, 0, np.inf, high_open=True)
         self.noise = check_range("noise", noise, 0, np.inf, high_open=True)
-        rng = np.random.default_rng(check_int("seed", seed, 0))
+        rng = np.random.default_rng(check_seed(seed))
         self.eigenvalues = np.geomspace(self.mu, self.L, self.dim)
         self.x_star = rng.standard_normal(self.dim)
         z = rng.standard_normal((self.n_workers, self.dim))

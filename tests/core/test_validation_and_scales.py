@@ -66,3 +66,28 @@ def test_an_infinite_bound_is_open_unless_closed_explicitly():
     assert check_range("cap", math.inf, 0, high_open=False) == math.inf
     with pytest.raises(ValueError, match=r"x must be in \(-inf, 1\]"):
         check_range("x", -math.inf, high=1)
+
+
+@pytest.mark.parametrize(("bad", "error"), [(None, TypeError), (-1, ValueError), (1.5, TypeError),
+                                            ("0", TypeError), (2**32, ValueError), (True, TypeError)])
+def test_seeds_are_validated_at_every_core_entry(bad, error):
+    from iclr_lab.core import datasets, worker_data
+    from iclr_lab.core.nn import batch_indices
+    from iclr_lab.core.validation import check_seed
+
+    calls = [lambda: check_seed(bad), lambda: datasets.gaussian_mixture(10, 2, 2, seed=bad),
+             lambda: datasets.low_rank((4, 4), 1, seed=bad), lambda: datasets.digits(seed=bad),
+             lambda: worker_data.shard_iid([0, 1, 0, 1], 2, seed=bad),
+             lambda: batch_indices(10, 2, 5, bad), lambda: seed_everything(bad)]
+    for call in calls:
+        with pytest.raises(error, match="seed"):
+            call()
+
+
+def test_a_valid_seed_is_returned_as_an_int():
+    import numpy as np
+
+    from iclr_lab.core.validation import SEED_MAX, check_seed
+
+    assert check_seed(np.int64(7)) == 7 and type(check_seed(np.int64(7))) is int
+    assert check_seed(SEED_MAX) == SEED_MAX
