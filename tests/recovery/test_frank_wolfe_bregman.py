@@ -33,11 +33,14 @@ from iclr_lab.recovery.frank_wolfe_bregman import (
     frank_wolfe,
     half_rates,
     linear_rate,
+    lp_hard_instance,
+    lp_instance,
     numbers,
     phase_retrieval_instance,
     poisson_instance,
     scaling_chart,
     scaling_profile,
+    slope_ratio,
 )
 
 KERNELS = [Euclidean(), Quartic(), Burg(), Shannon()]
@@ -457,6 +460,33 @@ def test_half_rates_separate_a_linear_rate_from_a_bending_curve() -> None:
     assert math.isnan(half_rates(h, (0, 30))[0])
 
 
+def test_slope_ratio_is_one_for_any_linear_rate_and_048_for_any_power_law() -> None:
+    for q in (0.9, 0.97, 0.995, 0.999):  # the old bar (a factor <= 0.99) split these; this does not
+        assert slope_ratio(3.0 * q ** np.arange(1000), (200, 1000)) == pytest.approx(1.0)
+    theory = 0.4803  # least-squares slopes of log t over 200-600 and 600-1000
+    for a in (0.5, 1.0, 3.0):
+        h = (np.arange(1000) + 1.0) ** -a
+        assert slope_ratio(h, (200, 1000)) == pytest.approx(theory, rel=0.03)
+    assert slope_ratio(0.9 ** np.arange(1000) * (1 + 0.1 * np.arange(1000)), (200, 1000)) > 0.9
+    assert math.isnan(slope_ratio(np.ones(1000), (200, 1000)))  # no decrease: no rate
+    assert math.isnan(slope_ratio(0.9 ** np.arange(1000), (0, 30)))  # too few points
+
+
+def test_lp_hard_instance_is_ill_conditioned_with_heavy_leverage() -> None:
+    from iclr_lab.recovery.frank_wolfe_bregman.experiments import leverage
+
+    easy, _, _ = lp_instance(400, 20, 1.1, np.random.default_rng(0))
+    hard, ball, x0 = lp_hard_instance(400, 20, 1.1, np.random.default_rng(0))
+    c_easy, top_easy = leverage(easy.A)
+    c_hard, top_hard = leverage(hard.A)
+    assert c_hard > 100 * c_easy and top_hard > 3 * top_easy
+    assert np.all(x0 == 0) and ball.radius > 0
+    with pytest.raises(ValueError, match="cond"):
+        lp_hard_instance(40, 4, 1.1, np.random.default_rng(0), cond=0.5)
+    with pytest.raises(ValueError, match="tail"):
+        lp_hard_instance(40, 4, 1.1, np.random.default_rng(0), tail=0.0)
+
+
 def test_estimate_growth_counts_doublings() -> None:
     assert estimate_growth(np.full(100, 5.0)) == pytest.approx(0.0)
     assert estimate_growth(2.0 ** np.linspace(0, 20, 1000)) == pytest.approx(15.0 - 1.0, abs=0.05)
@@ -477,8 +507,18 @@ def test_smoke_report_numbers_and_charts(smoke_report) -> None:
     assert {"pr_gaps", "estimates", "lp_gaps", "away", "eta_sweep"} <= set(charts)
     eq = report.claim("pedregosa_equivalence")
     assert eq.measured <= 1e-10
-    assert {c.name for c in report.claims if c.kind == "paper"} == {
-        "bregman_vs_euclidean", "lp_vs_euclidean", "bregman_afw_linear"}
+    paper = [c for c in report.claims if c.kind == "paper"]
+    assert {c.name for c in paper} == {
+        "bregman_vs_euclidean", "lp_vs_euclidean", "lp_vs_euclidean_carry", "lp_vs_euclidean_hard",
+        "lp_vs_euclidean_hard_carry", "bregman_afw_linear"}
+    # every paper claim names its control (or why it has none) and its regime
+    assert all((c.control or c.no_control) and c.regime.startswith("paper:") for c in paper)
+    afw = report.claim("bregman_afw_linear")
+    assert len(afw.control_per_seed) == len(afw.per_seed)
+    # both readings of the kappa search ran on both l_p instances
+    for table in ("lp_summary", "lp_hard_summary"):
+        assert {"Bregman adaptive (paper)", "Bregman adaptive, κ carried over"} <= set(
+            report.tables[table]["method"])
     # one colour per method, whichever chart shows it
     seen: dict[str, str] = {}
     for chart in charts.values():

@@ -10,7 +10,7 @@ Step-Size for Weakly Convex Functions" (ICLR 2026, arXiv 2504.04330). The chapte
   the l_p loss, Poisson/KL);
 * :mod:`~iclr_lab.recovery.frank_wolfe_bregman.experiments`: the chapter's :func:`reproduce` and
   its claims;
-* :mod:`~iclr_lab.recovery.frank_wolfe_bregman.charts`: its charts and explorer.
+* :mod:`~iclr_lab.recovery.frank_wolfe_bregman.figures`: its charts and explorer.
 """
 
 from iclr_lab.recovery.frank_wolfe_bregman.algorithms import (
@@ -37,12 +37,6 @@ from iclr_lab.recovery.frank_wolfe_bregman.algorithms import (
     evals_per_iteration,
     frank_wolfe,
 )
-from iclr_lab.recovery.frank_wolfe_bregman.charts import (
-    charts,
-    explorer,
-    scaling_chart,
-    scaling_profile,
-)
 from iclr_lab.recovery.frank_wolfe_bregman.experiments import (
     SIZES,
     estimate_growth,
@@ -55,6 +49,12 @@ from iclr_lab.recovery.frank_wolfe_bregman.experiments import (
     poisson_instance,
     reproduce,
     slope_ratio,
+)
+from iclr_lab.recovery.frank_wolfe_bregman.figures import (
+    charts,
+    explorer,
+    scaling_chart,
+    scaling_profile,
 )
 from iclr_lab.recovery.frank_wolfe_bregman.problems import LpLoss, PhaseRetrieval, PoissonKL
 
