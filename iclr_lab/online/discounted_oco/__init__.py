@@ -6,22 +6,21 @@ The package splits in two:
 
 * :mod:`~iclr_lab.online.discounted_oco.learners`: what a user imports: the losses, :class:`OGD`,
   :class:`DNP`, :class:`SOGD`, and the discounted regret;
-* :mod:`~iclr_lab.online.discounted_oco.experiments`: the chapter's :func:`reproduce`, its claims,
-  charts and explorer.
+* :mod:`~iclr_lab.online.discounted_oco.experiments`: the chapter's experiments and :func:`reproduce`;
+  :mod:`~iclr_lab.online.discounted_oco.claims`, its claims and glued numbers;
+  :mod:`~iclr_lab.online.discounted_oco.figures`, its charts and explorer.
 """
 
+from iclr_lab.online.discounted_oco.claims import numbers
 from iclr_lab.online.discounted_oco.experiments import (
     SIZES,
-    charts,
     checkpoints,
-    dnp_trace_chart,
-    explorer,
     fixed_step_grid,
-    numbers,
     reproduce,
     two_scale_stream,
     worst_regret,
 )
+from iclr_lab.online.discounted_oco.figures import charts, dnp_trace_chart, explorer
 from iclr_lab.online.discounted_oco.learners import (
     DNP,
     OGD,
