@@ -10,7 +10,7 @@ in two:
   :func:`fluid_optimum`;
 * :mod:`~iclr_lab.online.l2fob.experiments`: the chapter's runs and :func:`reproduce`;
   :mod:`~iclr_lab.online.l2fob.claims` its claims, tables and the numbers of its prose;
-  :mod:`~iclr_lab.online.l2fob.charts` its charts and explorer.
+  :mod:`~iclr_lab.online.l2fob.plots` its charts and explorer.
 """
 
 from .bidding import (
@@ -30,9 +30,9 @@ from .bidding import (
     run,
     value_moments,
 )
-from .charts import anatomy_chart, charts, explorer, trajectory_chart
 from .claims import numbers, tuned_steps
 from .experiments import SETTINGS, SIZES, anatomy, reproduce, trajectories
+from .plots import anatomy_chart, charts, explorer, trajectory_chart
 
 __all__ = [
     "L2FOB",

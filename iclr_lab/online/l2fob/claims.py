@@ -53,21 +53,12 @@ def _median(df: pd.DataFrame, by: list[str], col: str) -> pd.Series:
 
 def tuned_steps(runs: pd.DataFrame) -> dict[str, float]:
     """The step each bidder uses when it is frozen (the rows of ``runs`` marked ``frozen``): L2FOB
-    keeps the paper's ``eta_gamma = 0.6``; each baseline takes the step :func:`iclr_lab.core.tuning.
-    tune` chose for it on the tuning seeds (Wang et al.'s pacing for reward; the primal-dual bidder
-    for the best reward among the steps whose median final ROI is at least 0.95 gamma)."""
+    keeps the paper's ``eta_gamma = 0.6``; each baseline takes the step that
+    :func:`iclr_lab.core.tuning.tune` chose for it on the tuning seeds (Wang et al.'s pacing for
+    reward; the primal-dual bidder for the best reward among the steps whose median final ROI is at
+    least 0.95 gamma)."""
     f = runs[runs["frozen"]]
     return {m: float(f.loc[f["method"] == m, "step"].iloc[0]) for m in METHODS}
-
-
-def _rule_step(runs: pd.DataFrame, method: str) -> float:
-    """The step the primal-dual bidder's tuning rule (best median reward among the steps whose
-    median final ROI is at least 0.95 gamma in the paper setting) would give ``method``."""
-    p = runs[(runs["setting"] == PAPER) & (runs["method"] == method)]
-    rew, roi = _median(p, ["step"], "reward"), _median(p, ["step"], "roi_share")
-    ok = rew[roi >= ROI_SHARE]
-    best: Any = ok.idxmax() if len(ok) else roi.idxmax()
-    return float(best)
 
 
 def _pick(runs: pd.DataFrame, method: str, setting: str, step: float) -> pd.DataFrame:
@@ -164,6 +155,14 @@ def _joint(runs: pd.DataFrame, method: str, settings: Sequence[str],
                & runs["step"].isin(list(steps))]
     roi = sel.groupby("seed")["roi_share"].min().sort_index().to_numpy()
     return np.maximum(spread - ROBUST_SPREAD, ROI_SHARE - roi)
+
+
+def _window_roi(runs: pd.DataFrame, method: str, settings: Sequence[str],
+                steps: Sequence[float]) -> float:
+    """The median over seeds of the lowest final ROI / gamma over ``steps`` and ``settings``."""
+    sel = runs[(runs["method"] == method) & runs["setting"].isin(list(settings))
+               & runs["step"].isin(list(steps))]
+    return float(sel.groupby("seed")["roi_share"].min().median())
 
 
 def _claims(runs: pd.DataFrame, extra: pd.DataFrame, rates: pd.DataFrame) -> list[Claim]:
@@ -444,7 +443,17 @@ def numbers(report: Report) -> dict[str, float]:
         "fluid_spend_high": _at(lpi, HIGH, "budget spent"),
         "wang_mult": tuned[WANG] * math.sqrt(T),
         "pd_mult": tuned[PD] * math.sqrt(T),
-        "l2_rule_eta": _rule_step(runs, L2),
+        "l2_rule_eta": float(next(t.choice for t in report.tuning if t.method == L2)),
+        # the joint robustness test: the reward spread and the lowest ROI / gamma of each window
+        "l2_win_paper": spread(L2, PAPER, win[L2]),
+        "wang_win_paper": spread(WANG, PAPER, win[WANG]),
+        "l2_win_paper_roi": _window_roi(runs, L2, [PAPER], win[L2]),
+        "wang_win_paper_roi": _window_roi(runs, WANG, [PAPER], win[WANG]),
+        "l2_win_shifted_roi": _window_roi(runs, L2, SHIFTED, win[L2]),
+        "wang_win_shifted_roi": _window_roi(runs, WANG, SHIFTED, win[WANG]),
+        "l2_low_spread": spread(L2, PAPER, ETAS[:3]),
+        "l2_low_roi": _window_roi(runs, L2, [PAPER], ETAS[:3]),
+        "l2_low_spread_high": spread(L2, HIGH, ETAS[:3]),
         "lp_gap": _at(lpi, PAPER, "T ν*") - _at(lpi, PAPER, "T ν* (half the values)"),
         "high_win_rate": _at(lpi, HIGH, "win rate"),
         "l2_reward": _at(s, (L2, "paper's step"), "reward"),

@@ -1,5 +1,5 @@
-"""The L2FOB chapter's experiments: the runs behind ``reproduce()`` (claims in :mod:`.claims`,
-charts and the explorer in :mod:`.charts`).
+"""The L2FOB chapter's experiments: the runs behind ``reproduce()`` (claims in
+:mod:`iclr_lab.online.l2fob.claims`, charts and the explorer in :mod:`iclr_lab.online.l2fob.plots`).
 
 Three settings of the paper's first-price auction (``v ~ N(0.6, 0.1)``, ``d ~ N(0.4, 0.1)``, utility
 reward, full feedback, ``T = 10^4``), chosen from the fluid LP ``l2fob-eq-fluid`` before any bidder
@@ -388,8 +388,8 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
     from iclr_lab.core.scales import pick, seed_everything
     from iclr_lab.core.tuning import tuning_seeds
 
-    from .charts import charts
     from .claims import _claims, _optimism, _robustness, _summary, tuned_steps
+    from .plots import charts
 
     sz = pick(SIZES, scale)
     seed_everything(seed)
