@@ -157,7 +157,8 @@ class SteerResult:
         learn_rounds: rounds spent learning (0 for the oracle and no principal).
         eps_hat: the principal's error gauge (largest split-half gap); its slack is
             ``margin + 2 eps_hat``.
-        error: the actual error of the learned utilities (:func:`equivalence_error`; 0 without
+        error: the actual error of the learned utilities
+            (:func:`~iclr_lab.online.utility_learning.games.equivalence_error`; 0 without
             learning), which the principal does not know.
         obey: probability that every agent plays its recommendation, averaged over the last 10%
             of the rounds.
