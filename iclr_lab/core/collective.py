@@ -316,7 +316,7 @@ class SimulatedCollective(Collective):
             t.copy_(value)
 
 
-#: Default size cap of one all-reduce bucket, in MiB: DistributedDataParallel's ``bucket_cap_mb``.
+#: The default size cap of one all-reduce bucket in MiB (DistributedDataParallel's ``bucket_cap_mb``).
 BUCKET_CAP_MB = 25.0
 
 

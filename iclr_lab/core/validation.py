@@ -69,7 +69,7 @@ def check_int(name: str, value: Any, low: int | None = None, high: int | None = 
     return n
 
 
-#: The largest seed: numpy's and torch's generators both take any integer in [0, 2**32 - 1].
+#: The largest seed (numpy's and torch's generators both take any integer in [0, 2**32 - 1]).
 SEED_MAX = 2**32 - 1
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -83,20 +84,21 @@ def test_instances(variant: str, count: int = TEST_COUNT) -> VRPBatch:
 test_instances.__test__ = False  # type: ignore[attr-defined]  # not a pytest test, whatever imports it
 
 
-def write_manifest(path: Path) -> None:
+def write_manifest(path: str | Path) -> None:
     """Record a shipped CSV in ``data/manifest.json``: its sha256, row count and columns (what
     :func:`read_shipped_csv` checks)."""
     import pandas as pd
 
     from iclr_lab.core.provenance import sha256
 
+    path = Path(path)
     table = pd.read_csv(path)
     manifest = json.loads(MANIFEST.read_text()) if MANIFEST.exists() else {}
     manifest[path.name] = {"sha256": sha256(path), "rows": len(table), "columns": list(table.columns)}
     MANIFEST.write_text(json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
 
 
-def read_shipped_csv(path: Path, remake: str) -> pd.DataFrame:
+def read_shipped_csv(path: str | pathlib.Path, remake: str) -> pd.DataFrame:
     """Read a shipped CSV after checking it against ``data/manifest.json``: the sha256, then the
     row count, the columns and that no cell is empty or NaN. Any mismatch raises
     :class:`~iclr_lab.core.provenance.ShippedFileError` naming the file."""
@@ -104,6 +106,7 @@ def read_shipped_csv(path: Path, remake: str) -> pd.DataFrame:
 
     from iclr_lab.core.provenance import ShippedFileError, check_sha256
 
+    path = Path(path)
     record = json.loads(MANIFEST.read_text()).get(path.name) if MANIFEST.exists() else None
     if record is None:
         raise ShippedFileError(f"{path}: not recorded in {MANIFEST}; {remake}")

@@ -490,6 +490,8 @@ def numbers(report: Report) -> dict[str, float]:
         out[f"{key}_train_min"] = float(cpu.median())
         out[f"{key}_train_min_lo"] = float(cpu.min())
         out[f"{key}_train_min_hi"] = float(cpu.max())
+    # independent seed blocks of the gap claims: 7 more blocks of 3 training pairs each
+    out["retrain_hours"] = 21 * (out["ccl_train_min"] + out["static_train_min"]) / 60
     out["train_steps"] = float(c.step.max())
     out["train_instances"] = float(t["train"].instances.median())
     # how much the training-batch cost still fell over the last 300 steps (against the 300 before)
