@@ -7,13 +7,12 @@ The chapter is ``book/optimizers/doit.md``. The package splits in four:
 * :mod:`~iclr_lab.optimizers.doit.experiments`: the chapter's :func:`reproduce` (the tuning, the
   runs, the restart experiment) and its explorer;
 * :mod:`~iclr_lab.optimizers.doit.claims`: the claims and the numbers the prose quotes;
-* :mod:`~iclr_lab.optimizers.doit.charts`: the figures.
+* :mod:`~iclr_lab.optimizers.doit.figures`: the figures.
 
 DOIT is a controller that owns a ``torch.optim`` optimizer and replaces it every few steps; it is not
 itself a :class:`torch.optim.Optimizer`.
 """
 
-from iclr_lab.optimizers.doit.charts import charts, timeline_chart
 from iclr_lab.optimizers.doit.claims import best_single, numbers, steps_to_target
 from iclr_lab.optimizers.doit.experiments import (
     BASELINES,
@@ -29,6 +28,7 @@ from iclr_lab.optimizers.doit.experiments import (
     run_method,
     tune_rates,
 )
+from iclr_lab.optimizers.doit.figures import charts, timeline_chart
 from iclr_lab.optimizers.doit.method import (
     ACQUISITIONS,
     DEFAULT_RATES,

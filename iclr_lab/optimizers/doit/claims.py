@@ -89,7 +89,7 @@ def _text(values: Sequence[float], fmt: str = ".3g") -> str:
 def steps_to_target(log: pd.DataFrame, final: pd.DataFrame, method: str,
                     seeds: Sequence[int]) -> np.ndarray:
     """Per seed, the first evaluated step at which ``method``'s validation loss is at most
-    :data:`~iclr_lab.optimizers.doit.experiments.TARGET_FACTOR` times the lowest final validation
+    ``TARGET_FACTOR`` times the lowest final validation
     loss of the single optimizers at that seed; a run that never gets there counts one evaluation
     interval past the budget (a run that diverged, too)."""
     steps = np.sort(log.step.unique())

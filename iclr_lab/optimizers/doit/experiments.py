@@ -6,7 +6,7 @@ grid (median final validation cross-entropy over tuning seeds disjoint from the 
 switches between exactly those tuned candidates. Baselines: every single optimizer at its tuned
 rate, uniformly random switching, round-robin switching and a SWATS-like Adam-then-SGDM switch, all
 with the same batches as DOIT at the same seed. The claims, the numbers the prose quotes and the
-charts live in :mod:`~iclr_lab.optimizers.doit.claims` and :mod:`~iclr_lab.optimizers.doit.charts`.
+charts live in :mod:`~iclr_lab.optimizers.doit.claims` and :mod:`~iclr_lab.optimizers.doit.figures`.
 
 In every cycle after the cold start, the main DOIT run is *branched*: every candidate runs the same
 ``tau`` steps, on the same minibatches, from the same state (with the state DOIT would give it), on a
@@ -246,7 +246,7 @@ def run_method(method: str, seed: int, rates: dict[str, float], *, steps: int, c
 def tune_rates(grid: Sequence[float], seed: int, *, steps: int, eval_every: int = 25,
                data: DigitsSplit | None = None) -> tuple[dict[str, float], pd.DataFrame, list[Tuned]]:
     """Tune every candidate's learning rate with :func:`iclr_lab.core.tuning.tune`: the same grid
-    for every optimizer, the same objective (the median over :data:`TUNING_SEEDS` tuning seeds of the
+    for every optimizer, the same objective (the median over ``TUNING_SEEDS`` tuning seeds of the
     final validation cross-entropy; a diverged run scores ``inf``), on the tuning seeds of ``seed``
     (:func:`iclr_lab.core.tuning.tuning_seeds`, disjoint from every judging seed). Returns the rates,
     one row per (optimizer, rate) with the median validation loss and accuracy, and the
@@ -346,8 +346,8 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
     ``seed, seed + 1, ...``, branch DOIT's cycles, sweep the cycle length; return the report with
     its claims (medians over seeds, paired comparisons with their intervals)."""
     from iclr_lab.optimizers.doit._batched import Job, run_many
-    from iclr_lab.optimizers.doit.charts import charts
     from iclr_lab.optimizers.doit.claims import claims_and_acceptance
+    from iclr_lab.optimizers.doit.figures import charts
 
     size = pick(SIZES, scale)
     seed_everything(seed)
@@ -542,7 +542,7 @@ def explorer_chart(tau: int = 10, omega_t: float = 0.0, acquisition: str = "inte
                    n_ini: int = 10, steps: int = 300, seed: int = 0,
                    candidates: dict[str, float] | None = None) -> alt.VConcatChart:
     """A DOIT run on digits (``steps`` steps, the chapter's MLP) drawn as
-    :func:`~iclr_lab.optimizers.doit.charts.timeline_chart`,
+    :func:`~iclr_lab.optimizers.doit.figures.timeline_chart`,
     for the cycle length ``tau``, the transferability weight ``omega_t`` (the exploration weight of
     ``doit-eq-coef``) and the acquisition form. ``candidates`` default to
     :data:`~iclr_lab.optimizers.doit.method.DEFAULT_RATES`."""
@@ -551,7 +551,7 @@ def explorer_chart(tau: int = 10, omega_t: float = 0.0, acquisition: str = "inte
     tau = check_int("tau", int(round(tau)), 1)
     check_range("omega_t", omega_t, 0.0, 1.0)
     check_choice("acquisition", acquisition, ACQUISITIONS)
-    from iclr_lab.optimizers.doit.charts import timeline_chart
+    from iclr_lab.optimizers.doit.figures import timeline_chart
 
     rates = dict(DEFAULT_RATES if candidates is None else candidates)
     run = run_method(LITERAL if acquisition == "literal" else DOIT_NAME, seed, rates,
@@ -567,7 +567,7 @@ def explorer_chart(tau: int = 10, omega_t: float = 0.0, acquisition: str = "inte
 def explorer(candidates: dict[str, float] | None = None) -> Any:
     """ipywidgets explorer: a live DOIT run for any cycle length ``tau``, transferability weight
     ``omega_t`` and acquisition form (``doit-eq-coef``), drawn by
-    :func:`~iclr_lab.optimizers.doit.charts.timeline_chart`."""
+    :func:`~iclr_lab.optimizers.doit.figures.timeline_chart`."""
     import ipywidgets as widgets
 
     from iclr_lab.core.widgets import explorer as make_explorer
