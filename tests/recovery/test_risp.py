@@ -315,6 +315,10 @@ def test_sizes_fix_the_issue_horizons() -> None:
     assert (book.short, book.risp_long, book.red_long) == (300, 1000, 5000)
     assert (book.learned_size, book.learned_iters) == (64, 300)  # fixed before the learned runs
     assert 0.002 in book.thetas and 1.0 in book.thetas
+    # the restart claims need their theta in the sweep (heavy ball at that theta is its control)
+    from iclr_lab.recovery.risp.experiments import FIRE_THETA
+
+    assert all(FIRE_THETA in sz.thetas for sz in SIZES.values())
 
 
 def test_reproduce_smoke_is_deterministic_and_consistent() -> None:
@@ -341,7 +345,17 @@ def test_reproduce_smoke_is_deterministic_and_consistent() -> None:
     lc = a.tables["learned_curves"]
     risp_rows = lc[lc["method"] == "RISP"]
     assert nums["learned_risp_min_grad_rel"] == pytest.approx(risp_rows["grad_min_rel"].iloc[-1])
-    assert set(lc["method"]) == {"RED", "RISP", "Nesterov + O'D–C restart"}
+    assert set(lc["method"]) == {"RED", "RISP", "heavy ball, no restart", "Nesterov + O'D–C restart"}
+    # heavy ball without restart is the control of every paper claim about RISP, at RISP's budget
+    paper = [c for c in a.claims if c.kind == "paper"]
+    assert {"grad_ratio_fires", "restart_vs_hb", "restart_vs_hb_b2_low", "restart_vs_hb_b2_high"} <= {
+        c.name for c in paper}
+    for c in paper:
+        assert ("heavy ball" in c.control or "heavy ball" in c.no_control) and c.regime, c.name
+    assert a.claim("grad_ratio").control_measured == pytest.approx(nums["hb_vs_red_300"])
+    assert a.claim("restart_vs_hb").measured == pytest.approx(nums["fire_vs_hb"])
+    hb = a.tables["summary"].set_index("method").loc["heavy ball, no restart"]
+    assert hb["budget"] == SIZES["smoke"].risp_long
     assert lc["iteration"].max() == SIZES["smoke"].learned_iters
     # a fair race: every method starts from the same point (gradient norms normalised by RED's at k = 0)
     assert np.allclose(lc.loc[lc["iteration"] == 0, "grad_rel"], 1.0, rtol=1e-12)

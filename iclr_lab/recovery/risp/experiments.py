@@ -489,7 +489,11 @@ def numbers(report: Report) -> dict[str, float]:
             out[f"{key}_{col}"] = float(by[name][col])
     out["nest_obj_ratio"] = out["nest_iters_to_objective"] / out["red_iters_to_objective"]
     out["nest_db_to_red"] = abs(out["nest_final_psnr"] - out["red_final_psnr"])
+    out["hb_settle_ratio"] = out["hb_iters_to_own_end"] / out["red_iters_to_own_end"]
+    out["hb_db_to_red"] = abs(out["hb_final_psnr"] - out["red_final_psnr"])
+    out["hb_vs_nest_grad_tol"] = out["hb_iters_to_grad_tol"] / out["nest_iters_to_grad_tol"]
     checks = dict(zip(report.tables["checks"]["quantity"], report.tables["checks"]["value"], strict=True))
+    out["fire_hb_vs_red"] = float(checks[f"theta={FIRE_THETA:g}: heavy ball / RED"])
     out["rms_risp_red"] = float(checks["RMS distance, RISP end to RED end"])
     out["rms_nest_red"] = float(checks["RMS distance, Nesterov end to RED end"])
     lby = {str(r["method"]): r for r in report.tables["learned_summary"].to_dict("records")}
