@@ -181,3 +181,28 @@ def test_explorer_moves_its_chart():
     assert w.result.to_dict() != first
     w.children[1].value = False
     w.result.to_dict()
+
+
+def test_one_client_one_round_fedavg_adam_is_torch_adam():
+    # N = S = 1, one round: the server takes the client's model, which took K steps of Adam from
+    # zero moments on the client's batches (drawn as train_clients draws them); the step decays
+    # linearly over the rounds, so in round one it is the full lr.
+    from iclr_lab.distributed.fedmuon.training import _init, _loss
+
+    setup = replace(SMALL, clients=1, sampled=1, rounds=1, local_steps=4)
+    got = _train(FedMethod("adam", "adam", 0.01), setup, 1)  # seed 0
+    data = fedmuon.client_shards(setup, 0)
+    x, y = torch.as_tensor(data.worker(0)[0]), torch.as_tensor(data.worker(0)[1]).long()
+    params = [p.clone().requires_grad_(True) for p in _init(setup, 0)]
+    opt = torch.optim.Adam(params, lr=0.01, betas=(0.9, 0.999), eps=1e-8, foreach=False)
+    gen = torch.Generator().manual_seed(0)  # 1_000_003 seed + 1_009 round + client
+    for _ in range(setup.local_steps):
+        idx = torch.randint(len(y), (setup.batch,), generator=gen)
+        opt.zero_grad()
+        _loss(params, x[idx], y[idx]).backward()
+        opt.step()
+    x_all = torch.as_tensor(data.split.x_train)
+    y_all = torch.as_tensor(data.split.y_train).long()
+    with torch.no_grad():
+        want = float(_loss(params, x_all, y_all))
+    assert got["loss"].iloc[-1] == pytest.approx(want, rel=1e-5)

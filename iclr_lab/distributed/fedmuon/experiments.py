@@ -355,6 +355,7 @@ def _claims(t: dict[str, pd.DataFrame], tuned: Sequence[Tuned]) -> list[Claim]:
                      "noise); median over the seeds.",
                      lag_growth(FEDMUON), zeros, 0.0, ">",
                      paper="LocalMuon lags under heterogeneity and is competitive on near-IID data",
+                     expected=False,
                      control=f"{ADAM} in FedMuon's place (no momentum correction, no "
                              "orthogonalised step), the same difference",
                      control_values=lag_growth(ADAM), regime=REGIME),
@@ -365,6 +366,7 @@ def _claims(t: dict[str, pd.DataFrame], tuned: Sequence[Tuned]) -> list[Claim]:
                      "its 95% t interval.",
                      loss_diff, zeros, 0.0, "<",
                      paper="FedMuon converges fastest (training loss against rounds)",
+                     expected=False,
                      control=local, control_values=ctrl_loss, regime=REGIME + "; training loss"),
         Claim.paired("beats_baselines_accuracy",
                      f"At Dirichlet 0.1, FedMuon's test accuracy (360 held-out images) is above the "
@@ -372,6 +374,7 @@ def _claims(t: dict[str, pd.DataFrame], tuned: Sequence[Tuned]) -> list[Claim]:
                      "its 95% t interval.",
                      acc_diff, zeros, 0.0, ">",
                      paper="FedMuon has the best test accuracy in every setting",
+                     expected=False,
                      control=local, control_values=ctrl_acc, regime=REGIME + "; test accuracy"),
     ]
     return [
@@ -467,7 +470,8 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     toy = toy[toy["round"] % 3 == 0]
     toy_colors = {**COLORS, f"{FEDMUON} (noise 0.1)": "#ff7f0e", f"{LOCALMUON} (noise 0.1)": "#8c8c8c"}
     ns = t["toy_ns"][t["toy_ns"]["round"] % 3 == 0]
-    b = t["curves"].assign(**{"Dirichlet concentration": lambda d: d["dirichlet"]})
+    base = t["curves"][t["curves"]["seed"] == report.seed]  # the first judging seed's runs
+    b = base.assign(**{"Dirichlet concentration": lambda d: d["dirichlet"]})
     toy_chart = curves(toy, x="round", y="ratio", color="series", log_y=True, x_title="round r",
                        y_title="‖∇f(Xʳ)‖_F / ‖∇f(X⁰)‖_F", color_title="method", highlight=[FEDMUON],
                        colors=toy_colors, center="median",
@@ -489,7 +493,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         "digits": sweep(b, x="round", y="loss", param="Dirichlet concentration", color="method",
                         log_y=True, start=ALPHAS[0], x_title="round",
                         y_title="global training loss", highlight=[FEDMUON], colors=COLORS,
-                        title="Federated digits, 8 of 16 clients per round, each at its tuned step"
+                        title=f"Federated digits, 8 of 16 clients per round, tuned steps (seed {report.seed})"
                         ).configure_legend(labelLimit=260),
         "uploads": curves(b[b["dirichlet"] == ALPHAS[0]], x="uploads", y="loss", color="method",
                           log_y=True, x_title="model-sized tensors all-reduced",
