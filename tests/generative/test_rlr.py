@@ -194,3 +194,33 @@ def test_book_scale_cloud_chart_fits_the_row_limit():
     size = SIZES["book"]
     rows = (size.tune_steps // size.snapshot_every + 1) * len(TUNED) * 200
     assert rows < MAX_ROWS
+
+
+def _ho_dropped_noise(model, traj, Phi, j, h, adv, zero=False):
+    """The plausible bug of the issue: the half-order sub-chain without its inner noises."""
+    rows = torch.arange(Phi.shape[0])
+    y = traj.xs[j + h, rows]
+    for k in range(h):
+        y = model.mean(y, j + h - k, Phi)
+    return (adv * (-((traj.xs[j, rows] - y) ** 2).sum(-1) / (2 * model.sigma(j + 1) ** 2))).sum()
+
+
+def test_half_order_check_passes_the_term_and_fails_the_dropped_noise_variant(model):
+    from iclr_lab.generative.rlr.experiments import ho_credit
+
+    # j = T - h: the 8-step model's sub-chain x_8 -> x_6 (the chapter's j = 17 of T = 20 is its
+    # analogue at the start of the chain)
+    good = ho_credit(model, n_ho=40_000, n_fo=20_000, seed=0, j=6, h=2)
+    assert good["z"] <= 3.0 and good["half_width"] <= 0.1  # unbiased_ho and ho_resolution pass
+    for j in (3, 6):  # unbiased_ho fails on the dropped-noise variant
+        bad = ho_credit(model, n_ho=40_000, n_fo=20_000, seed=0, j=j, h=2, ho_term=_ho_dropped_noise)
+        assert bad["z"] > 3.0
+
+
+def test_step_terms_parts_are_the_same_numbers(model):
+    full = rlr.step_terms(model, _reward(), 64, 3, gen=torch.Generator().manual_seed(4), h=2)
+    part = rlr.step_terms(model, _reward(), 64, 3, gen=torch.Generator().manual_seed(4), h=2,
+                          parts=("ho",))
+    assert set(part) == {"ho"} and torch.equal(part["ho"], full["ho"])
+    with pytest.raises(ValueError):
+        rlr.step_terms(model, _reward(), 64, 3, parts=("nope",))

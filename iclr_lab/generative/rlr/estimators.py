@@ -226,15 +226,21 @@ def estimate_gradient(method: str, model: TinyDiffusion, reward: Reward, n_sampl
 
 def step_terms(model: TinyDiffusion, reward: Reward, n_samples: int, step: int, *,
                phi: torch.Tensor | None = None, gen: torch.Generator | None = None,
-               h: int = 1) -> dict[str, torch.Tensor]:
+               h: int = 1, parts: Sequence[str] = ("fo", "lr", "ho", "closed_form"),
+               ho_term: Callable[..., torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
     """Per-trajectory FO, LR and HO(h) estimates of the credit ``c_step`` of one step (``rlr-eq-credit``).
 
     All three use the same trajectories. ``fo`` backpropagates ``R`` from step ``step`` to ``x_0``
     (the other steps' adapters held fixed); ``lr`` is the score-function term ``rlr-eq-lr`` of that
     step; ``ho`` is the half-order term of the sub-chain ``step + h - 1 -> step - 1``, which
     estimates the credit of ``h`` steps (for ``h = 1`` it is the LR term computed another way).
+    ``parts`` picks which of ``fo``, ``lr``, ``ho`` and ``closed_form`` to compute (the same
+    trajectories either way); ``ho_term`` replaces the half-order surrogate (a test hook: the
+    chapter's check that a wrong sub-chain is caught).
     """
     T = model.steps
+    for p in parts:
+        check_choice("parts", p, ("fo", "lr", "ho", "closed_form"))
     step = check_int("step", step, 1, T)
     h = check_int("h", h, 1, T - step + 1)
     n = check_int("n_samples", n_samples, 2)
@@ -244,26 +250,30 @@ def step_terms(model: TinyDiffusion, reward: Reward, n_samples: int, step: int, 
     traj = model.trajectory(n, gen, None if zero else phi, features=True)
     adv = _loo_advantage(reward(traj.xs[0]))
     out = {}
-    Phi = _per_sample(phi, n)
     assert traj.feats is not None and traj.heads is not None
-    x = _mean(model, traj.xs[step], step, Phi, zero, traj.feats[step],
-              traj.heads[step]) + traj.zs[step]
-    for t in range(step - 1, 0, -1):
-        x = model.mean(x, t, None if zero else phi) + traj.zs[t]
-    reward(x).sum().backward()
-    assert Phi.grad is not None
-    out["fo"] = Phi.grad
-    Phi = _per_sample(phi, n)
-    w = torch.zeros(T + 1, n)
-    w[step] = adv
-    _lr_terms(model, traj, Phi, w, zero).backward()
-    assert Phi.grad is not None
-    out["lr"] = Phi.grad
-    Phi = _per_sample(phi, n)
-    _ho_term(model, traj, Phi, torch.full((n,), step - 1), h, adv, zero).backward()
-    assert Phi.grad is not None
-    out["ho"] = Phi.grad
-    out["closed_form"] = lr_step_closed_form(model, traj, adv, step, phi)
+    if "fo" in parts:
+        Phi = _per_sample(phi, n)
+        x = _mean(model, traj.xs[step], step, Phi, zero, traj.feats[step],
+                  traj.heads[step]) + traj.zs[step]
+        for t in range(step - 1, 0, -1):
+            x = model.mean(x, t, None if zero else phi) + traj.zs[t]
+        reward(x).sum().backward()
+        assert Phi.grad is not None
+        out["fo"] = Phi.grad
+    if "lr" in parts:
+        Phi = _per_sample(phi, n)
+        w = torch.zeros(T + 1, n)
+        w[step] = adv
+        _lr_terms(model, traj, Phi, w, zero).backward()
+        assert Phi.grad is not None
+        out["lr"] = Phi.grad
+    if "ho" in parts:
+        Phi = _per_sample(phi, n)
+        (ho_term or _ho_term)(model, traj, Phi, torch.full((n,), step - 1), h, adv, zero).backward()
+        assert Phi.grad is not None
+        out["ho"] = Phi.grad
+    if "closed_form" in parts:
+        out["closed_form"] = lr_step_closed_form(model, traj, adv, step, phi)
     return out
 
 
