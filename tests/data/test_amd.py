@@ -309,7 +309,11 @@ def test_smoke_report_has_the_grid_and_claims(smoke_report):
     r = smoke_report("amd", 0)
     assert isinstance(r, Report)
     names = [c.name for c in r.claims]
-    assert names == ["pipeline", "kmeans_coreset", "distill_vs_random", "init_helps", "async_gain"]
+    assert names == ["pipeline", "kmeans_coreset", "distill_vs_random", "init_helps",
+                     "text_first_premise", "async_gain_premise", "async_gain"]
+    for c in r.claims:
+        if c.kind == "paper":
+            assert (c.control or c.no_control) and c.regime
     s = r.tables["summary"].set_index("set")
     claim = r.claim("kmeans_coreset")
     assert claim.measured == pytest.approx(s.loc["k-means coreset (SPM)", "RSUM"]
@@ -320,6 +324,37 @@ def test_smoke_report_has_the_grid_and_claims(smoke_report):
     assert 0 <= rng["R_L"] and rng["R_V"] <= 6 - 2
     for chart in r.charts().values():
         chart.to_dict()
+
+
+def test_premise_experiment_is_paired_and_sync_spans_the_image_range(smoke_report):
+    from iclr_lab.data.amd.experiments import PREMISE_ASYNC, PREMISE_SWAP, PREMISE_SYNC
+
+    r = smoke_report("amd", 0)
+    prem = r.tables["premise"]
+    fast = r.tables["ranges_fast"].iloc[0]
+    seeds = sorted(prem[prem.set == PREMISE_ASYNC].distill_seed)
+    assert len(seeds) >= 3
+    for name in (PREMISE_SYNC, PREMISE_SWAP):
+        assert sorted(prem[prem.set == name].distill_seed) == seeds
+    a, s, w = (prem[prem.set == n].iloc[0] for n in (PREMISE_ASYNC, PREMISE_SYNC, PREMISE_SWAP))
+    assert (a.R_V, a.R_L) == (fast.R_V, fast.R_L)
+    assert (s.R_V, s.R_L) == (fast.R_V, fast.R_V)  # sync over 0..R_V: the same image range
+    assert (w.R_V, w.R_L) == (fast.R_L, fast.R_V)
+    claim = r.claim("async_gain_premise")
+    sync = prem[prem.set == PREMISE_SYNC].sort_values("distill_seed")["IR@1"].to_numpy()
+    asy = prem[prem.set == PREMISE_ASYNC].sort_values("distill_seed")["IR@1"].to_numpy()
+    np.testing.assert_allclose(claim.per_seed, asy / sync)
+    assert len(claim.control_per_seed) == len(seeds)
+
+
+def test_text_first_index_reads_which_branch_settles_first():
+    from iclr_lab.data.amd.experiments import text_first_index
+
+    data = paired_digits(0)
+    one = train_experts(data, n_experts=2, epochs=6, seed=0)
+    fast = train_experts(data, n_experts=2, epochs=6, lr_text=1.0, seed=0)
+    assert text_first_index(fast) < 1.0
+    assert text_first_index(fast) < text_first_index(one)
 
 
 def test_explorer_redraws_when_a_control_moves():

@@ -72,18 +72,30 @@ class _Sizes:
     subset_seeds: int  # coresets averaged over this many draws
     eval_steps: int  # full-batch SGD steps of each evaluation model
     eval_inits: int  # fresh models per learning rate in an evaluation
+    premise_seeds: int  # distillation seeds of the text-first (premise) experiment
 
 
 _SIZES = {
     "smoke": _Sizes(n_experts=2, epochs=6, n_pairs=10, iterations=6, syn_steps=3, subset_seeds=2,
-                    eval_steps=20, eval_inits=1),
+                    eval_steps=20, eval_inits=1, premise_seeds=3),
     "book": _Sizes(n_experts=6, epochs=15, n_pairs=20, iterations=200, syn_steps=10,
-                   subset_seeds=3, eval_steps=150, eval_inits=3),
+                   subset_seeds=3, eval_steps=150, eval_inits=3, premise_seeds=3),
     "paper": _Sizes(n_experts=10, epochs=15, n_pairs=20, iterations=600, syn_steps=10,
-                    subset_seeds=5, eval_steps=300, eval_inits=5),
+                    subset_seeds=5, eval_steps=300, eval_inits=5, premise_seeds=5),
 }
 EXPERT_EPOCHS = 2  # M: epochs of the expert segment a student matches
 SYNC_RANGE = 5  # synchronous starts s ~ U{0..5}
+#: The premise regime: experts whose text branch learns 10x faster than the image branch (lr 0.1),
+#: so that the text branch settles first, as AMD assumes.
+LR_TEXT_FAST = 1.0
+PREMISE_ASYNC, PREMISE_SYNC, PREMISE_SWAP = ("async (0..R_V, 0..R_L)", "MTT-VL-style sync (0..R_V)",
+                                             "async, ranges swapped (0..R_L, 0..R_V)")
+PREMISE_SETS = (PREMISE_ASYNC, PREMISE_SYNC, PREMISE_SWAP)
+REGIME_PREMISE = ("AMD's premise: experts' text branch at 10x the image rate, so the text branch "
+                  "settles first (tested by text_first_premise); 8x8 digits, 20 pairs, 3 "
+                  "distillation seeds")
+REGIME_CHAPTER = ("the chapter's CPU regime: 8x8 digits, 20 pairs, experts at one rate for both "
+                  "branches (the text branch does not settle first), one distillation per set")
 
 
 def _row(name: str, kind: str, draw: int, metrics: dict[str, float]) -> dict[str, Any]:
@@ -133,6 +145,46 @@ def _movement_tables(traj: Trajectories) -> tuple[pd.DataFrame, pd.DataFrame, di
             "R_L_rule": rr["R_L_rule"], "median": rr["median"], "sync_range": SYNC_RANGE,
             "halving_image": halving["image"], "halving_text": halving["text"]}
     return pd.concat(parts, ignore_index=True), ratio, info
+
+
+def text_first_index(traj: Trajectories) -> float:
+    """The movement diagnostic of AMD's premise: the mean over epochs ``t = 2..E`` of the text
+    branch's movement relative to its first epoch's, divided by the image branch's. Below 1 the
+    text branch settles first (the premise of asynchronous matching); 1 or above, it does not."""
+    mv = traj.movement()
+    rel_v = mv["move_V"] / mv["move_V"][0]
+    rel_l = mv["move_L"] / mv["move_L"][0]
+    return float(np.mean(rel_l[1:] / rel_v[1:]))
+
+
+def _premise(data: PairedDigits, size: _Sizes, seed: int) -> tuple[pd.DataFrame, pd.DataFrame,
+                                                                   dict[str, Any]]:
+    """The premise experiment: experts whose text branch learns 10x faster; on them, asynchronous
+    matching over AMD's ranges, MTT-VL-style sync over ``0..R_V`` (the same range size for the
+    image branch, so the range is not confounded with asynchrony) and asynchronous matching with
+    the ranges swapped, each from the same random pairs at ``premise_seeds`` distillation seeds."""
+    fast = train_experts(data, n_experts=size.n_experts, epochs=size.epochs, lr_text=LR_TEXT_FAST,
+                         seed=seed)
+    rr = async_ranges(fast, EXPERT_EPOCHS)
+    r_v, r_l = int(rr["R_V"]), int(rr["R_L"])  # type: ignore[call-overload]
+    seeds = [size.premise_seeds * seed + k for k in range(size.premise_seeds)]
+    common = {"n_pairs": size.n_pairs, "iterations": size.iterations, "syn_steps": size.syn_steps,
+              "expert_epochs": EXPERT_EPOCHS}
+    main = distill_many(data, fast, [("amd", "random", s) for s in seeds]
+                        + [("mtt", "random", s) for s in seeds], sync_range=r_v,
+                        ranges=(r_v, r_l), **common)  # type: ignore[arg-type]
+    swap = distill_many(data, fast, [("amd", "random", s) for s in seeds], ranges=(r_l, r_v),
+                        **common)  # type: ignore[arg-type]
+    results = main + swap
+    names = [n for n in PREMISE_SETS for _ in seeds]
+    scores = evaluate_sets(data, [(res.images, res.texts) for res in results],
+                           n_inits=size.eval_inits, steps=size.eval_steps, seed=seed)
+    rows = [{"set": n, "distill_seed": s, **{m: sc[m] for m in METRICS}, "lr": sc["lr"],
+             "R_V": res.ranges[0], "R_L": res.ranges[1]}
+            for n, s, sc, res in zip(names, seeds * 3, scores, results, strict=True)]
+    movement, _, info = _movement_tables(fast)
+    info = {**info, "lr_text": LR_TEXT_FAST, "index_fast": text_first_index(fast)}
+    return pd.DataFrame(rows), movement, info
 
 
 def reproduce(scale: str = "book", seed: int = 0) -> Report:
@@ -195,8 +247,12 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
             loss_parts.append(pd.DataFrame({"set": name, "iteration": it[keep],
                                             "matching_loss": smooth[keep], "seed": 0}))
         movement, ratio, info = _movement_tables(traj)
+        info["index_default"] = text_first_index(traj)
+        premise, movement_fast, info_fast = _premise(data, size, seed)
         tables = {"recall": pd.DataFrame(rows), "movement": movement, "ratio": ratio,
-                  "ranges": pd.DataFrame([info]), "matching": pd.concat(loss_parts, ignore_index=True),
+                  "ranges": pd.DataFrame([info]), "premise": premise,
+                  "movement_fast": movement_fast, "ranges_fast": pd.DataFrame([info_fast]),
+                  "matching": pd.concat(loss_parts, ignore_index=True),
                   "images": _images_table(data, results)}
         tables["summary"] = summary(tables["recall"])
         tables["setup"] = pd.DataFrame([{
@@ -204,7 +260,8 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
             "n_pairs": size.n_pairs, "n_experts": size.n_experts, "epochs": size.epochs,
             "expert_epochs": EXPERT_EPOCHS, "iterations": size.iterations,
             "syn_steps": size.syn_steps, "subset_seeds": size.subset_seeds,
-            "eval_steps": size.eval_steps, "eval_inits": size.eval_inits}])
+            "eval_steps": size.eval_steps, "eval_inits": size.eval_inits,
+            "premise_seeds": size.premise_seeds}])
         claims = _claims(tables)
     return Report(slug="amd", scale=scale, seed=seed, tables=tables, claims=claims,
                   seconds=elapsed(), chart_builder=charts)
@@ -238,6 +295,14 @@ def _claims(tables: dict[str, pd.DataFrame]) -> list[Claim]:
     init_ratio = val(SYNC_KM) / max(val(SYNC), val(KMEANS))
     async_ratio = val(ASYNC, "IR@1") / max(val(SYNC, "IR@1"), 1e-9)
     amd_ratio = val(AMD, "IR@1") / max(val(SYNC_KM, "IR@1"), 1e-9)
+    rng = _first_row(tables["ranges"])
+    fast = _first_row(tables["ranges_fast"])
+    prem = tables["premise"]
+
+    def ir1(name: str) -> np.ndarray:
+        return prem[prem.set == name].sort_values("distill_seed")["IR@1"].to_numpy(float)
+
+    sync_ir1 = np.maximum(ir1(PREMISE_SYNC), 1e-9)
     return [
         Claim("pipeline", "The dual encoder trained on all training pairs reaches IR@1 and TR@1 "
               ">= 25% on the 500 test pairs (the smaller of the two, mean over the experts).",
@@ -250,19 +315,48 @@ def _claims(tables: dict[str, pd.DataFrame]) -> list[Claim]:
               # the pilot put this ratio at 1.35-1.6 per seed, so the threshold sits at the edge;
               # it failed at seeds 0 and 1 of the book run and is reported, not moved
               expected=False, kind="derivation", source="pilot"),
-        Claim("distill_vs_random", f"Synchronous trajectory matching (random initialisation) has an "
-              f"RSUM >= 1.3x a random coreset's, at equal evaluation tuning (the k-means coreset, "
-              f"no distillation: {km_ratio:.2f}x).", sync_ratio, 1.3, ">=",
+        Claim("distill_vs_random", f"MTT-VL-style sync trajectory matching (random initialisation) "
+              f"has an RSUM >= 1.3x a random coreset's, at equal evaluation tuning. Control: the "
+              f"strongest set with no distillation, the k-means coreset, on the same test "
+              f"({km_ratio:.2f}x).", sync_ratio, 1.3, ">=",
               paper="MTT-VL 4.6 vs random 1.1 IR@1 (Flickr30k, 200 pairs)",
-              kind="paper", source="prior"),
-        Claim("init_helps", "Synchronous matching from SPM prototypes beats both synchronous "
+              kind="paper", source="prior", control="k-means (SPM) coreset, no distillation",
+              control_measured=km_ratio, regime=REGIME_CHAPTER),
+        Claim("init_helps", "MTT-VL-style sync matching from SPM prototypes beats both sync "
               "matching from random pairs and the SPM coreset alone (RSUM ratio to the larger > 1).",
               init_ratio, 1.0, ">", paper="SPM improves matching (ablation, Flickr30k 200 pairs)",
-              kind="paper", source="prior"),
-        Claim("async_gain", f"Asynchronous matching raises IR@1 >= 1.4x over synchronous matching, "
-              f"both from random pairs (with SPM: {amd_ratio:.2f}x).", async_ratio, 1.4, ">=",
+              kind="paper", source="prior",
+              no_control="the ratio is itself taken against both controls (sync matching from "
+                         "random pairs, the SPM coreset alone); run on either it scores <= 1",
+              regime=REGIME_CHAPTER),
+        Claim("text_first_premise", f"AMD's premise, tested: in experts whose text branch learns "
+              f"{LR_TEXT_FAST / 0.1:.0f}x faster (lr_text {LR_TEXT_FAST}), the text branch settles "
+              f"first: the movement diagnostic (mean over epochs 2..E of the text branch's "
+              f"relative movement over the image branch's) is < 1. In the chapter's experts (one "
+              f"rate) it is {float(rng['index_default']):.2f}.", float(fast["index_fast"]), 1.0,
+              "<", paper="AMD's premise: the text branch converges before the image branch",
+              kind="derivation", source="pilot"),
+        Claim.over_seeds(
+            "async_gain_premise",
+            "Where the premise holds (experts' text rate 10x), asynchronous matching over AMD's "
+            "ranges (t_V in 0..R_V, t_L in 0..R_L) raises IR@1 >= 1.4x over MTT-VL-style sync "
+            "matching over 0..R_V (the same image range, so range size is not confounded with "
+            "asynchrony): the median over distillation seeds of the paired per-seed ratio, all "
+            "from the same random pairs. Control: asynchronous matching with the two ranges "
+            "swapped (0..R_L for the image branch, 0..R_V for the text), the same ratio to the "
+            "same sync runs.", ir1(PREMISE_ASYNC) / sync_ir1, 1.4, ">=",
+            "ablation: LoRS 8.6 -> +async 12.1 IR@1 (1.41x)", expected=False, kind="paper",
+            source="paper", control="async with R_V and R_L swapped",
+            control_values=ir1(PREMISE_SWAP) / sync_ir1, regime=REGIME_PREMISE),
+        Claim("async_gain", f"In the chapter's experts (one rate; the premise does not hold), "
+              f"asynchronous matching raises IR@1 >= 1.4x over MTT-VL-style sync matching over "
+              f"0..{SYNC_RANGE}, both from random pairs, one distillation each (with SPM: "
+              f"{amd_ratio:.2f}x).", async_ratio, 1.4, ">=",
               paper="ablation: LoRS 8.6 -> +async 12.1 IR@1 (1.41x)", expected=False,
-              kind="paper", source="paper"),
+              kind="paper", source="paper",
+              no_control="the ratio is itself taken against the control (MTT-VL-style sync); "
+                         "the controlled test, with sync over 0..R_V, is async_gain_premise",
+              regime=REGIME_CHAPTER),
     ]
 
 
