@@ -871,7 +871,30 @@ def numbers(report: Report) -> dict[str, float]:
                         ("tuned_lr_matched", MATCHED)):
         if method in chosen:
             values[key] = chosen[method].choice
+    values.update(_step_cost())
     return {k: float(v) for k, v in values.items()}
+
+
+def _step_cost() -> dict[str, float]:
+    """The step's cost against AdamW(foreach=True) (thread CPU time, worst cell over the models and
+    allocators), as ``benchmarks/vradam_step.py --write`` saved it in
+    :mod:`~iclr_lab.optimizers.vradam.step_cost`: measured once, not rerun by the book."""
+    from iclr_lab.optimizers.vradam.step_cost import STEP_COST, TARGETS
+
+    cells = {"step_vr": "VRAdam()", "step_normgrad": "VRAdam(normgrad=True)",
+             "step_gate_off": "VRAdam(beta3=0)", "floor_velocity": "AdamW + dots(m)",
+             "floor_normgrad": "AdamW + dots(g)"}
+    out = {}
+    for key, name in cells.items():  # the worst cell over models and allocators
+        ratios = [c["ratio"] for k, c in STEP_COST.items() if k.endswith(f" {name}")]
+        if ratios:
+            out[key] = max(ratios)
+    for key, name in cells.items():  # the 1M model under glibc's default allocator
+        cell = STEP_COST.get(f"1M default {name}")
+        if cell is not None:
+            out[f"{key}_1m"] = cell["ratio"]
+    out["target_vr"], out["target_normgrad"] = TARGETS["VRAdam()"], TARGETS["VRAdam(normgrad=True)"]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
