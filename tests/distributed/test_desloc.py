@@ -454,3 +454,20 @@ def test_stacked_desloc_steps_every_model_as_if_it_ran_alone():
             assert torch.equal(a[g * world + r], x) and torch.equal(b[g * world + r], y)
             assert torch.equal(opt.state[rows[g * world + r]]["exp_avg"], u)
             assert counts == opt.comm.counts()
+
+
+@pytest.mark.parametrize("periods, reset", [((4, 12, 24), False), ((4, INF, INF), True)])
+def test_stacked_rosenbrock_equals_the_threaded_workers(periods, reset):
+    """reproduce() runs the Rosenbrock toy's workers as rows of one tensor; every worker's path must
+    be the threaded rosenbrock_worker's, to rounding."""
+    from iclr_lab.distributed.desloc.stacked import rosenbrock_stacked
+    from iclr_lab.distributed.desloc.training import RosenbrockSetup, rosenbrock_worker
+
+    setup = RosenbrockSetup(workers=3, steps=60, kx=4, record_every=6)
+    method = Method("m", periods, reset_states=reset)
+    stacked = rosenbrock_stacked(method, setup, 2).numpy()
+    threaded = np.stack(run_simulated(
+        functools.partial(rosenbrock_worker, method=method, setup=setup, seed=2), 3), axis=1)
+    assert stacked.shape == threaded.shape == (11, 3, 2)
+    np.testing.assert_allclose(stacked, threaded, rtol=0, atol=1e-10)
+    assert np.abs(stacked[-1] - stacked[0]).max() > 0.01  # it moved

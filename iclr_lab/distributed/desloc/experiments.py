@@ -22,7 +22,6 @@ of :func:`~iclr_lab.distributed.desloc.training.train_worker` on the thread simu
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -31,14 +30,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from iclr_lab.core.collective import Collective, CommCounts, comm_seconds, run_simulated
+from iclr_lab.core.collective import Collective, CommCounts, comm_seconds
 from iclr_lab.core.progress import progress
 from iclr_lab.core.report import Claim, Report, timed
 from iclr_lab.core.scales import pick, seed_everything
 from iclr_lab.core.validation import check_int, check_range
 from iclr_lab.core.worker_data import RosenbrockToy
 from iclr_lab.distributed.desloc.optimizer import communication_cost, half_life, units_per_step
-from iclr_lab.distributed.desloc.stacked import train_stacked
+from iclr_lab.distributed.desloc.stacked import rosenbrock_stacked, train_stacked
 from iclr_lab.distributed.desloc.training import (
     DDP,
     DESLOC_NAME,
@@ -54,7 +53,6 @@ from iclr_lab.distributed.desloc.training import (
     drift_run,
     main_methods,
     model_bytes,
-    rosenbrock_worker,
     sweep_methods,
     train_worker,
 )
@@ -96,8 +94,9 @@ def _rosenbrock(setup: RosenbrockSetup, seed: int) -> pd.DataFrame:
     toy = RosenbrockToy(noise=setup.noise)
     rows = []
     for method in _rosenbrock_methods(setup.kx):
-        fn = functools.partial(rosenbrock_worker, method=method, setup=setup, seed=seed)
-        mean = np.mean(run_simulated(fn, setup.workers), axis=0)
+        # all workers in one stacked tensor: the threaded rosenbrock_worker runs to rounding
+        # (tests/distributed/test_desloc.py)
+        mean = rosenbrock_stacked(method, setup, seed).mean(dim=1).numpy()
         steps = np.arange(len(mean)) * setup.record_every
         err = np.linalg.norm(mean - toy.optimum, axis=1)
         rows.append(pd.DataFrame({"method": method.name, "step": steps, "x1": mean[:, 0],

@@ -45,16 +45,17 @@ import torch
 from iclr_lab.core.collective import TENSOR_KINDS, Collective
 from iclr_lab.core.nn import FlatMLP
 from iclr_lab.core.validation import check_choice, check_int
-from iclr_lab.core.worker_data import worker_seed
+from iclr_lab.core.worker_data import RosenbrockToy, worker_seed
 from iclr_lab.distributed.desloc.optimizer import DESLOC
 from iclr_lab.distributed.desloc.training import (
     DigitsSetup,
     Method,
+    RosenbrockSetup,
     _check_method,
     _shards,
 )
 
-__all__ = ["StackedCollective", "train_stacked"]
+__all__ = ["StackedCollective", "rosenbrock_stacked", "train_stacked"]
 
 INF = math.inf
 
@@ -267,3 +268,32 @@ def train_stacked(method: Method, setup: DigitsSetup, seeds: Sequence[int],
         if synced and (t % setup.eval_every == 0 or t == setup.steps):
             record(t)
     return [pd.DataFrame(r) for r in rows]
+
+
+def rosenbrock_stacked(method: Method, setup: RosenbrockSetup, seed: int) -> torch.Tensor:
+    """:func:`~iclr_lab.distributed.desloc.training.rosenbrock_worker` for every worker at once.
+
+    Row ``r`` of one ``(workers, 2)`` tensor is worker ``r``'s point, stepped by the same
+    :class:`~iclr_lab.distributed.desloc.optimizer.DESLOC` over a :class:`StackedCollective`;
+    each worker draws its noise from its own generator, as the threaded run does. Returns the points
+    every ``record_every`` steps, shape ``(records, workers, 2)``: the threaded runs stacked
+    (equal to rounding; a test checks it).
+    """
+    if method.ddp:
+        raise ValueError("rosenbrock_stacked runs local methods only (ddp=False)")
+    toy = RosenbrockToy(noise=setup.noise)
+    w = check_int("workers", setup.workers, 1)
+    x = torch.tensor(toy.x0, dtype=torch.float64).repeat(w, 1)
+    x.grad = torch.zeros_like(x)
+    gens = [torch.Generator().manual_seed(worker_seed(seed, r)) for r in range(w)]
+    opt = DESLOC([x], lr=setup.lr, sync_periods=method.sync_periods, comm=StackedCollective(w),
+                 reset_states=method.reset_states)
+    out = [x.detach().clone()]
+    for t in range(1, setup.steps + 1):
+        opt.param_groups[0]["lr"] = setup.lr * 0.5 * (1 + math.cos(math.pi * (t - 1) / setup.steps))
+        rows = x.detach()
+        x.grad.copy_(torch.stack([toy.stochastic_grad(rows[r], r, gens[r]) for r in range(w)]))
+        opt.step()
+        if t % setup.record_every == 0:
+            out.append(x.detach().clone())
+    return torch.stack(out)
