@@ -1,6 +1,6 @@
 """DNT: a Deeply Normalized Transformer that can be trained by momentum SGD (Qi et al., ICLR 2026).
 
-The chapter is ``book/optimizers/dnt.md``. The package splits in four:
+The chapter is ``book/optimizers/dnt.md``. The package splits in five:
 
 * :mod:`~iclr_lab.optimizers.dnt.model`: :class:`GPTConfig`, :class:`TinyGPT` with its
   normalisation :class:`Placement` (``"pre"`` or ``"dnt"``), :func:`heavy_tail_stats` and the
@@ -9,13 +9,17 @@ The chapter is ``book/optimizers/dnt.md``. The package splits in four:
   language (:class:`iclr_lab.core.languages.ZipfLanguage`);
 * :mod:`~iclr_lab.optimizers.dnt.theory`: the exact invariances on one sub-block and the live
   Jacobian explorer;
-* :mod:`~iclr_lab.optimizers.dnt.experiments`: the chapter's :func:`reproduce`, claims and charts.
+* :mod:`~iclr_lab.optimizers.dnt.experiments`: the chapter's :func:`reproduce`, claims and charts;
+* :mod:`~iclr_lab.optimizers.dnt.stacked`: many ``train_lm`` runs trained as one stack (the
+  chapter's runs).
 """
 
 from iclr_lab.optimizers.dnt.experiments import (
+    ABLATIONS,
     CELLS,
     GRIDS,
     Cell,
+    ablation_label,
     charts,
     explorer,
     numbers,
@@ -50,6 +54,7 @@ from iclr_lab.optimizers.dnt.training import (
 )
 
 __all__ = [
+    "ABLATIONS",
     "CELLS",
     "GRIDS",
     "LAYOUTS",
@@ -64,6 +69,7 @@ __all__ = [
     "Recipe",
     "Run",
     "TinyGPT",
+    "ablation_label",
     "charts",
     "decoupled_weight_decay",
     "explorer",

@@ -84,8 +84,8 @@ GRIDS: dict[str, tuple[float, float, float]] = {
 STATS_LR = 1e-2
 
 
-#: The leave-one-out ablation of DNT: each placement of the paper removed in turn (all with mSGDW,
-#: as the paper's ablation, at the tuned rate of DNT + mSGDW).
+#: The leave-one-out ablation of DNT, each placement of the paper removed in turn (all trained with
+#: mSGDW, as in the paper's ablation, at the tuned rate of DNT + mSGDW), by placement name.
 ABLATIONS: dict[str, Placement] = {
     "InputNorm": replace(PLACEMENTS["dnt"], input_norm=False),
     "PreNorm": replace(PLACEMENTS["dnt"], attn_prenorm=False),
