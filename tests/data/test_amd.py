@@ -372,5 +372,5 @@ def test_the_precomputed_pairs_table_has_every_set_and_budget():
         (s, b) for s in CURVE_SETS for b in PAIRS_GRID)
     rsum = table[["IR@1", "IR@5", "IR@10", "TR@1", "TR@5", "TR@10"]].sum(axis=1)
     np.testing.assert_allclose(rsum, table["RSUM"], atol=0.05)
-    fresh = recall_vs_pairs(pairs=(4,), scale="smoke", sets=("random coreset", "sync TM"))
+    fresh = recall_vs_pairs(pairs=(4,), scale="smoke", sets=("random coreset", "MTT-VL-style sync"))
     assert list(fresh.columns) == list(table.columns) and len(fresh) == 2
