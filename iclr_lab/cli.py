@@ -150,6 +150,9 @@ def _print_report(report: Report) -> None:
                 print(f"{'':34}{line}")
     if report.stale:
         print(f"  STALE stability table for {report.stale}: run `iclr-lab stability {report.slug}`")
+    if report.stability_machine:
+        print(f"  seed blocks measured on {report.stability_machine}, another kind of CPU: block 0 "
+              "not compared with this run")
 
 
 def _one(slug: str, args: argparse.Namespace) -> int:

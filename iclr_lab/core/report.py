@@ -459,6 +459,10 @@ class Report:
         seconds: wall time of the run.
         chart_builder: turns the report into named Altair charts; charts are built on demand so
             that a command-line run without ``--out`` never imports Altair.
+        tuning: the equal-tuning record of the compared methods (:mod:`iclr_lab.core.tuning`).
+        stale: claims whose shipped stability table disagrees with this run at block 0.
+        stability_machine: the CPU the shipped stability table was measured on, when it is
+            another kind than this run's (block 0 is then not compared); empty otherwise.
     """
 
     slug: str
@@ -470,6 +474,7 @@ class Report:
     chart_builder: ChartBuilder | None = field(default=None, repr=False)
     tuning: list[Tuned] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
+    stability_machine: str = ""
 
     def __post_init__(self) -> None:
         if self.scale == "smoke":
@@ -609,6 +614,7 @@ class Report:
             "claims": [c.to_dict() for c in self.claims],
             "tuning": [t.to_dict() for t in self.tuning],
             "stale": list(self.stale),
+            "stability_machine": self.stability_machine,
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -691,12 +697,19 @@ class Report:
                    f"<br><span style='font-size:0.85em'>{esc(self.slug)} &middot; scale "
                    f"<code>{esc(self.scale)}</code> &middot; base seed {self.seed} &middot; "
                    f"{esc(self.tally().partition('; ')[2] or 'no other checks')}</span>"
-                   f"{self._tuning_html()}</caption>")
+                   f"{self._tuning_html()}{self._machine_html()}</caption>")
         # the wrapper scrolls sideways rather than spill out of its box, should a table still be
         # wider than the page; the cells wrap so that it is not
         return (f"<div class='iclr-lab-scorecard-wrap' style='overflow-x:auto;max-width:100%'>"
                 f"<table class='iclr-lab-scorecard' style='font-size:0.86em;max-width:100%'>"
                 f"{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
+
+    def _machine_html(self) -> str:
+        if not self.stability_machine:
+            return ""
+        return ("<br><span style='font-size:0.85em'>seed blocks measured on "
+                f"{html.escape(self.stability_machine)}, another kind of CPU than this run's: its block "
+                "0 is not compared with this run (rounding differs between CPUs)</span>")
 
     def _tuning_html(self) -> str:
         flagged = [t for t in self.tuning if t.flags]

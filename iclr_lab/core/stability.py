@@ -15,6 +15,14 @@ build checks that the table still agrees with the code: :func:`attach` lists eve
 entry differs from the run (by more than a relative 1e-3, or in any verdict) in
 :attr:`Report.stale <iclr_lab.core.report.Report.stale>`, and
 :meth:`Report.check <iclr_lab.core.report.Report.check>` fails on it.
+
+That comparison is made only on the kind of CPU that made the table (:func:`machine`: vendor, model
+and vector extension). Another CPU rounds differently (MKL and oneDNN pick their kernels by vendor
+and instruction set), and a few hundred training steps amplify that far past 1e-3: the same code
+gave 0.845 on one machine and 0.645 on another for one of VRAdam's claims. On another CPU the
+table's k of 8 is still shown, with :attr:`Report.stability_machine
+<iclr_lab.core.report.Report.stability_machine>` naming the machine it was measured on, and the
+scorecard says that block 0 was not compared.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from typing import Any
 from iclr_lab.core.report import Report
 from iclr_lab.core.validation import check_int
 
-__all__ = ["BLOCKS", "DIRECTORY", "MISSES_ALLOWED", "attach", "load", "measure", "path", "write"]
+__all__ = ["BLOCKS", "DIRECTORY", "MISSES_ALLOWED", "attach", "load", "machine", "measure", "path", "write"]
 
 #: Seed blocks of a stability table.
 BLOCKS = 8
@@ -40,6 +48,29 @@ DIRECTORY = Path(__file__).resolve().parent.parent / "stability"
 #: room is for another CPU's rounding, which a few hundred training steps can amplify well past
 #: 1e-6; a change to a chapter's code moves its numbers, or its verdicts, by more.
 _RTOL = 1e-3
+
+
+def machine() -> str:
+    """The kind of CPU this process runs on, as stability tables record it: vendor, model name and
+    the widest vector extension (``"AuthenticAMD AMD EPYC 7B13 AVX2"``). Read from
+    ``/proc/cpuinfo``, or from :mod:`platform` where there is none."""
+    import platform
+
+    info: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+            if key.strip() == "flags":
+                break
+    except OSError:
+        pass
+    flags = set(info.get("flags", "").split())
+    isa = "AVX512" if "avx512f" in flags else "AVX2" if "avx2" in flags else (
+        "AVX" if "avx" in flags else platform.machine() or "unknown")
+    vendor = info.get("vendor_id", platform.system())
+    model = info.get("model name", platform.processor() or platform.machine())
+    return " ".join(part for part in (vendor, model, isa) if part)
 
 
 def path(slug: str, directory: str | Path | None = None) -> Path:
@@ -91,7 +122,7 @@ def measure(slug: str, blocks: int = BLOCKS, *, scale: str = "book",
         if on_block:
             on_block(b, report)
     return {"slug": slug, "scale": scale, "blocks": blocks, "stride": stride, "seeds": seeds,
-            "code_version": code_version(), "claims": claims}
+            "code_version": code_version(), "machine": machine(), "claims": claims}
 
 
 def write(table: dict[str, Any], directory: str | Path | None = None) -> Path:
@@ -112,8 +143,10 @@ def attach(report: Report, directory: str | Path | None = None) -> Report:
     """Give each claim of a book-scale ``report`` its :class:`~iclr_lab.core.report.Stability`
     from the shipped table; list in ``report.stale`` the claims the table does not match.
 
-    A claim is stale when the table lacks it, or, for a run at base seed 0, when its block-0 value,
-    verdict or control differs from the run's. A stale claim gets no stability.
+    A claim is stale when the table lacks it, or, for a run at base seed 0 on the kind of CPU that
+    made the table (:func:`machine`), when its block-0 value, verdict or control differs from the
+    run's. A stale claim gets no stability. On another kind of CPU (or for a table that does not
+    record one) block 0 is not compared, and ``report.stability_machine`` names the table's machine.
     """
     from dataclasses import replace
 
@@ -123,10 +156,13 @@ def attach(report: Report, directory: str | Path | None = None) -> Report:
     if table is None or table.get("scale") != report.scale:
         return report
     stale, claims = [], []
+    here = table.get("machine") == machine()
+    if not here:
+        report.stability_machine = table.get("machine", "a machine the table does not record")
     for c in report.claims:
         entries = table["claims"].get(c.name)
         fresh = entries is not None and len(entries) == table["blocks"]
-        if fresh and report.seed == 0:
+        if fresh and report.seed == 0 and here:
             e = entries[0]
             fresh = (_same(e["measured"], _num(c.measured)) and e["passed"] == c.passed
                      and _same(e["control_measured"], _num(c.control_measured))

@@ -179,6 +179,23 @@ def test_stability_table_round_trip_and_block_zero_check(monkeypatch, tmp_path):
         drifted.check()
     other_seed = _fake_chapter(monkeypatch, drift=1e-3)("book", 5)
     assert not other_seed.stale, "block 0 is compared only with the run at base seed 0"
+    assert table["machine"] == stability.machine() and not report.stability_machine
+
+
+def test_block_zero_is_compared_only_on_the_kind_of_cpu_that_made_the_table(monkeypatch, tmp_path):
+    _fake_chapter(monkeypatch)
+    table = stability.measure("vradam", 4)
+    stability.write(dict(table, machine="GenuineIntel Xeon AVX2"), tmp_path)
+    monkeypatch.setattr(stability, "DIRECTORY", tmp_path)
+    drifted = _fake_chapter(monkeypatch, drift=1e-2)("book", 0)
+    assert not drifted.stale and drifted.stability_machine == "GenuineIntel Xeon AVX2"
+    assert drifted.claim("c").stability is not None, "the k of 8 is still shown"
+    drifted.check()  # another CPU's rounding does not fail the build
+    assert "another kind of CPU" in drifted._repr_html_()
+    assert drifted.to_dict()["stability_machine"] == "GenuineIntel Xeon AVX2"
+    # a table that records no machine (made before machines were recorded) is treated alike
+    stability.write({k: v for k, v in table.items() if k != "machine"}, tmp_path)
+    assert not _fake_chapter(monkeypatch, drift=1e-2)("book", 0).stale
 
 
 def test_tune_on_a_given_grid_steps_out_by_the_edge_factor():
