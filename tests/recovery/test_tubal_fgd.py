@@ -349,3 +349,45 @@ def test_symmetric_pairs_fold_the_measurements_of_a_t_symmetric_tensor(k: int) -
     assert np.allclose(a @ z, _fold_pairs(a, pair, reps) @ z[reps])
     sym = 0.5 * (a + a[:, pair])  # the t-symmetric part of each sensing tensor
     assert np.allclose(sym[:, reps], weight * _fold_pairs(a, pair, reps))
+
+
+def test_descend_keeps_the_iterate_of_smallest_error() -> None:
+    from iclr_lab.recovery.tubal_fgd.method import _slice_last, _Tubes
+
+    rng = np.random.default_rng(5)
+    x_star = planted_tensor(6, 1, 3, rng)
+    train = gaussian_measurements(x_star, 120, 0.3, rng)
+    u0 = small_init(6, 4, 3, 1e-3, rng)
+    traj = descend(u0[None, None], train.A[None], train.y[None, None], default_step(train), 300,
+                   x_star=x_star[None])
+    t = int(traj.t_min[0, 0])
+    assert t == int(np.nanargmin(traj.rse[:, 0, 0]))
+    u = _slice_last(_Tubes(3).from_fourier(traj.u_min[0, 0]))
+    err = np.sum((t_product(u, t_transpose(u)) - x_star) ** 2) / np.sum(x_star**2)
+    assert err == pytest.approx(traj.rse[t, 0, 0], rel=1e-9)
+
+
+def test_lbfgs_reaches_the_minimiser_of_a_quadratic() -> None:
+    from iclr_lab.recovery.tubal_fgd.experiments import _lbfgs
+
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((30, 30))
+    h = q @ q.T + 0.5 * np.eye(30)
+    b = rng.standard_normal(30)
+
+    def loss_grad(x: np.ndarray) -> tuple[float, np.ndarray]:
+        return float(0.5 * x @ h @ x - b @ x), h @ x - b
+
+    x, its = _lbfgs(loss_grad, np.zeros(30), 1e-6, 2000)
+    assert np.allclose(x, np.linalg.solve(h, b), atol=1e-5) and 0 < its < 2000
+
+
+def test_polished_spectral_run_is_stationary() -> None:
+    from iclr_lab.recovery.tubal_fgd import experiments as ex
+
+    sz = ex.SIZES["smoke"]
+    p = ex._problem(sz, 0)
+    run = ex._start(p, ex.SPECTRAL, 4, 0.05, sz.alpha, np.random.default_rng(0))
+    traj = ex._batch([p], [[run]], 50)
+    rse, grad, its = ex._polish(p, 0.05, traj.u_last[0, 0])
+    assert grad <= ex.STATIONARY and its > 0 and math.isfinite(rse)
