@@ -1,9 +1,12 @@
 """The FedMuon chapter's stacked runs (iclr_lab/distributed/fedmuon/stacked.py) equal the serial
-ones bit for bit: train_stacked vs train_clients on the thread simulator, toy_runs vs toy_run, the
-batched Newton-Schulz map and LMO vs the per-matrix ones."""
+ones to float rounding (bit for bit where batched and single BLAS kernels round alike; not on an
+AVX-512 AMD EPYC, where a few entries differ by about 1e-7): train_stacked vs train_clients on the
+thread simulator, toy_runs vs toy_run, the batched Newton-Schulz map and LMO vs the per-matrix
+ones."""
 
 from dataclasses import replace
 
+import pandas as pd
 import pytest
 import torch
 
@@ -30,6 +33,15 @@ METHODS = [FedMethod("fm", "fedmuon", 0.05), FedMethod("fm big", "fedmuon", 0.5,
            FedMethod("adam", "adam", 0.01), FedMethod("adam big", "adam", 0.3)]
 
 
+def _same(got: pd.DataFrame, want: pd.DataFrame, name: str) -> None:
+    """Every entry equal to a relative 1e-5 (floats; about 1e-7 is what kernels that round
+    differently give here), integers (rounds, bytes) and labels exactly."""
+    pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-5, atol=1e-7, obj=name)
+    for c in got.columns:
+        if got[c].dtype.kind != "f":
+            assert got[c].equals(want[c]), (name, c)
+
+
 def _serial(method, setup, seed):
     return run_simulated(lambda comm: fedmuon.train_clients(comm, method, setup, seed), 1)[0]
 
@@ -39,13 +51,22 @@ def test_train_stacked_equals_train_clients_bit_for_bit(setup):
     stacked = train_stacked(METHODS, setup, 1)
     for method, table in zip(METHODS, stacked, strict=True):
         serial = _serial(method, setup, 1)
-        assert table.equals(serial), method.name  # every entry, bytes included
+        if method.ns_steps is None:
+            # The exact-SVD LMO is discontinuous at a rank-deficient gradient (a client's batch of
+            # 8 gives one): the null space's singular vectors jump with rounding-level changes of
+            # G, so kernels that round differently part ways after the first step. Only the
+            # evaluation before any step, and the bytes, must agree; lmo_stacked itself equals lmo
+            # on the same input (test below).
+            _same(table.iloc[:1], serial.iloc[:1], method.name)
+            assert table["bytes"].equals(serial["bytes"]), method.name
+            continue
+        _same(table, serial, method.name)  # every entry, bytes included
 
 
 def test_run_all_equals_run_and_keeps_the_order():
     methods = [METHODS[4], METHODS[0], METHODS[2]]
     for got, method in zip(_run_all(methods, SMALL, 0), methods, strict=True):
-        assert got.equals(_run(method, SMALL, 0))
+        _same(got, _run(method, SMALL, 0), method.name)
 
 
 def test_newton_schulz_and_lmo_stacked_equal_the_serial_maps_per_matrix():
