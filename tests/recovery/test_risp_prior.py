@@ -245,3 +245,28 @@ def test_bad_arguments_name_the_parameter(tmp_path) -> None:
         make_problem(16, prior=prior, safety=0.5)
     with pytest.raises(TypeError, match="prior"):
         make_problem(16, prior="learned")  # type: ignore[arg-type]
+
+
+def test_the_shipped_denoiser_is_checked_against_its_recorded_hash(tmp_path):
+    import json
+    import shutil
+
+    from iclr_lab.core.provenance import ShippedFileError, sha256
+    from iclr_lab.recovery.risp import prior
+
+    assert json.loads(prior.WEIGHTS.with_suffix(".json").read_text())["sha256"] == sha256(prior.WEIGHTS)
+    copy = tmp_path / "gs_denoiser.pt"
+    shutil.copyfile(prior.WEIGHTS, copy)
+    shutil.copyfile(prior.WEIGHTS.with_suffix(".json"), copy.with_suffix(".json"))
+    prior.load_denoiser(copy)  # an intact copy loads
+    data = bytearray(copy.read_bytes())
+    data[len(data) // 2:len(data) // 2 + 64] = bytes(64)
+    copy.write_bytes(bytes(data))
+    with pytest.raises(ShippedFileError, match="corrupt or changed"):
+        prior.load_denoiser(copy)
+    # without a record only what torch itself can see is caught (a flipped byte is not: hence the
+    # hash); a truncated file is
+    copy.with_suffix(".json").unlink()
+    copy.write_bytes(prior.WEIGHTS.read_bytes()[:4000])
+    with pytest.raises(ShippedFileError, match="truncated or corrupt"):
+        prior.load_denoiser(copy)

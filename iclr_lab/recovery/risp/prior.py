@@ -21,6 +21,7 @@ torch is imported inside the functions: importing this module does not import it
 
 from __future__ import annotations
 
+import json
 import math
 import pathlib
 from dataclasses import asdict, dataclass, field, replace
@@ -127,16 +128,26 @@ def load_denoiser(path: str | pathlib.Path | None = None, *, config: DenoiserCon
 
     Raises:
         FileNotFoundError: no such file.
+        iclr_lab.core.provenance.ShippedFileError: the file differs from the sha256 in its record
+            (the shipped file must have one), is truncated or corrupt, or holds non-finite weights.
         ValueError: the file is not a GS-denoiser checkpoint, or its architecture differs from
             ``config`` or from the tensors it holds.
     """
-    import torch
+
+    from iclr_lab.core.provenance import ShippedFileError, load_torch
 
     p = WEIGHTS if path is None else pathlib.Path(path)
     if not p.exists():
         raise FileNotFoundError(f"path: {p} does not exist; make it with "
                                 "python -m iclr_lab.recovery.risp.train_prior")
-    ck = torch.load(p, weights_only=True)
+    # the record beside the weights (written with them) holds their sha256; the shipped one must
+    record = p.with_suffix(".json")
+    expected = json.loads(record.read_text()).get("sha256") if record.exists() else None
+    if path is None and expected is None:
+        raise ShippedFileError(f"{record}: the shipped denoiser's record holds no sha256")
+    ck = load_torch(p, expected_sha256=expected,
+                    remake="reinstall the package, or retrain with "
+                           "python -m iclr_lab.recovery.risp.train_prior")
     if not isinstance(ck, dict) or ck.get("format") != FORMAT or "state_dict" not in ck:
         raise ValueError(f"path: {p} is not a {FORMAT} checkpoint")
     try:

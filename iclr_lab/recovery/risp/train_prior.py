@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from iclr_lab.core.provenance import code_version
+from iclr_lab.core.provenance import code_version, sha256
 from iclr_lab.core.validation import check_int, check_range
 from iclr_lab.recovery.risp import prior
 from iclr_lab.recovery.risp.prior import FORMAT, WEIGHTS, build_network, gs_denoise
@@ -180,7 +180,8 @@ def save(net: torch.nn.Module, config: prior.DenoiserConfig, train_config: Train
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"format": FORMAT, "config": config.to_dict(), "state_dict": net.state_dict()}, out)
     meta = {"format": FORMAT, "command": "python -m iclr_lab.recovery.risp.train_prior",
-            "code_version": code_version(), "denoiser": config.to_dict(), "train": asdict(train_config),
+            "code_version": code_version(), "sha256": sha256(out), "denoiser": config.to_dict(),
+            "train": asdict(train_config),
             "train_images": list(TRAIN_IMAGES), "held_out": list(HELD_OUT), "scales": list(SCALES),
             "pyramid_levels": record["levels"], "cpu_seconds": record["cpu_s"],
             "machine": {"python": platform.python_version(), "torch": torch.__version__,
