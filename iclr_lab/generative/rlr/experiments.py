@@ -3,7 +3,10 @@
 * Experiment A: every estimator's bias and variance at the pretrained model, against the exact
   gradient ``g*`` (the mean of many full-backprop gradients);
 * Experiment B: fine-tuning the shared adapter towards one mode with each estimator, every method's
-  learning rate picked from the same grid on a held-out seed, five seeds run side by side.
+  learning rate picked from the same grid by ``core.tuning.tune`` on a tuning seed, five seeds run
+  side by side;
+* the half-order check (``ho_credit``): HO(2) at a fixed start against the summed per-step
+  pathwise credits it estimates.
 
 Every chart colours an estimator the same way (:data:`COLORS`).
 """
@@ -41,7 +44,6 @@ TUNE_TARGET = (-2.0, 0.0)
 #: was 0.01, 0.03, 0.1 before issue 23, where the choices sat at both edges)
 LR_GRID = (0.003, 0.01, 0.03, 0.1, 0.3)
 Y_CAP = 2.0  # the bias-variance chart's y-axis ends here (RLR with ZO's error bar goes far beyond)
-HELD_OUT = 1000  # the tuning seed is seed + HELD_OUT, never one of the evaluation seeds
 #: the half-order check's sub-chain: HO(2) from x_19 to x_17, the credit of steps 18 and 19 (of
 #: T = 20). Chosen for the check's resolution on a probe of the seed-1000 model (3-SE half-width
 #: 0.17 / 0.20 / 0.29 / 0.35 of the credit's norm at j = 17 / 13 / 9 / 5 with 40,000 trajectories),
@@ -220,7 +222,7 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
 
     Experiment A uses one pretrained model (seed ``seed``); Experiment B runs seeds
     ``seed, ..., seed + runs - 1`` side by side after picking each method's learning rate from
-    ``LR_GRID`` on seed ``seed + 1000``.
+    ``LR_GRID`` with ``core.tuning.tune`` on ``tuning_seeds(seed, 1)`` (``seed + 10000``).
     """
     size = pick(SIZES, scale)
     seed = check_int("seed", seed, 0, 2**31)
