@@ -374,3 +374,22 @@ def test_the_precomputed_pairs_table_has_every_set_and_budget():
     np.testing.assert_allclose(rsum, table["RSUM"], atol=0.05)
     fresh = recall_vs_pairs(pairs=(4,), scale="smoke", sets=("random coreset", "MTT-VL-style sync"))
     assert list(fresh.columns) == list(table.columns) and len(fresh) == 2
+
+
+def test_the_explorer_text_rate_knob_moves_the_premise_panel():
+    from iclr_lab.data.amd.experiments import explorer_chart
+
+    slow = explorer_chart(lr_text=0.1).to_dict()["hconcat"][2]["title"]["subtitle"][0]
+    fast = explorer_chart(lr_text=1.0).to_dict()["hconcat"][2]["title"]["subtitle"][0]
+    assert "premise fails" in slow and "premise holds" in fast
+
+
+def test_the_precomputed_range_grid_covers_every_range_pair():
+    from iclr_lab.data.amd.experiments import RANGE_GRID, range_grid, ranges_chart, ranges_table
+
+    table = ranges_table()
+    assert sorted(map(tuple, table[["R_V", "R_L"]].to_numpy().tolist())) == sorted(
+        (a, b) for a in RANGE_GRID for b in RANGE_GRID)
+    ranges_chart().to_dict()
+    fresh = range_grid(grid=(1, 3), scale="smoke")
+    assert list(fresh.columns) == list(table.columns) and len(fresh) == 4

@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     import matplotlib.figure
 
 __all__ = ["COLORS", "CONFIGS", "METRICS", "charts", "explorer", "explorer_chart", "image_grid",
-           "numbers", "pairs_table", "recall_vs_pairs", "reproduce", "summary"]
+           "numbers", "pairs_table", "range_grid", "ranges_chart", "ranges_table",
+           "recall_vs_pairs", "reproduce", "summary", "text_first_index"]
 
 RANDOM, STRAT, KMEANS = "random coreset", "stratified coreset", "k-means coreset (SPM)"
 #: AMD is built on LoRS; the matching here is MTT-VL's (no learned similarity matrix), so the
@@ -417,6 +418,60 @@ def recall_vs_pairs(pairs: tuple[int, ...] = PAIRS_GRID, seed: int = 0, scale: s
     return pd.DataFrame(rows)
 
 
+RANGE_GRID: tuple[int, ...] = (1, 4, 7, 10, 13)
+
+
+def range_grid(grid: tuple[int, ...] = RANGE_GRID, seed: int = 0, scale: str = "book",
+               lr_text: float = LR_TEXT_FAST) -> pd.DataFrame:
+    """Test IR@1 and RSUM of asynchronous matching from random pairs at every start-range pair
+    ``(R_V, R_L)`` in ``grid`` x ``grid`` (capped at ``E - M``), on experts whose text branch learns
+    at ``lr_text``, with the premise experiment's settings (one distillation seed, ``seed``).
+
+    Takes a few minutes at book scale; the chapter's heat-map reads the copy saved in
+    ``iclr_lab/data/amd/ranges_data.py`` (regenerate it with this function)."""
+    size = pick(_SIZES, scale)
+    seed_everything(seed)
+    data = paired_digits(seed)
+    fast = train_experts(data, n_experts=size.n_experts, epochs=size.epochs, lr_text=lr_text,
+                         seed=seed)
+    cap = size.epochs - EXPERT_EPOCHS
+    pairs = [(min(check_int("grid", a, 0), cap), min(check_int("grid", b, 0), cap))
+             for a in grid for b in grid]
+    results = [distill(data, fast, method="amd", init="random", n_pairs=size.n_pairs,
+                       iterations=size.premise_iterations, syn_steps=size.syn_steps,
+                       expert_epochs=EXPERT_EPOCHS, ranges=rv_rl, seed=seed) for rv_rl in pairs]
+    scores = evaluate_sets(data, [(r.images, r.texts) for r in results], n_inits=size.eval_inits,
+                           steps=size.eval_steps, seed=seed)
+    return pd.DataFrame([{"R_V": a, "R_L": b, "IR@1": sc["IR@1"], "RSUM": sc["RSUM"]}
+                         for (a, b), sc in zip(pairs, scores, strict=True)])
+
+
+def ranges_table() -> pd.DataFrame:
+    """The precomputed :func:`range_grid` table (book scale, seed 0, text rate 10x) that the
+    chapter's heat-map reads: one row per ``(R_V, R_L)``, recalls in percent."""
+    from iclr_lab.data.amd.ranges_data import ROWS as RANGE_ROWS
+
+    return pd.DataFrame(RANGE_ROWS, columns=["R_V", "R_L", "IR@1", "RSUM"])
+
+
+def ranges_chart() -> alt.LayerChart | alt.FacetChart:
+    """Heat-map of the precomputed :func:`ranges_table`: IR@1 of asynchronous matching at each
+    ``(R_V, R_L)`` on the text-first experts (seed 0, one distillation per cell)."""
+    import altair as alt
+
+    df = ranges_table()
+    base = alt.Chart(df).encode(x=alt.X("R_L:O", title="R_L (text start range)"),
+                                y=alt.Y("R_V:O", title="R_V (image start range)", sort="descending"))
+    heat = base.mark_rect().encode(color=alt.Color("IR@1:Q", scale=alt.Scale(scheme="viridis"),
+                                                   title="IR@1 (%)"),
+                                   tooltip=["R_V", "R_L", alt.Tooltip("IR@1:Q", format=".1f"),
+                                            alt.Tooltip("RSUM:Q", format=".1f")])
+    text = base.mark_text(fontSize=11, color="white").encode(text=alt.Text("IR@1:Q", format=".1f"))
+    return alt.layer(heat, text, width=260, height=230, title=alt.TitleParams(
+        "Async matching IR@1 by start ranges (text-first experts, seed 0, precomputed)",
+        subtitle="above the diagonal the image branch gets the longer range, as AMD intends"))
+
+
 def pairs_table() -> pd.DataFrame:
     """The precomputed :func:`recall_vs_pairs` table (book scale, seed 0) that the explorer and the
     ``pairs`` chart read: one row per set and budget ``pairs``, recalls in percent."""
@@ -716,6 +771,13 @@ def numbers(report: Report) -> dict[str, Any]:
         ir = prem[prem.set == name]["IR@1"].to_numpy(float)
         out[f"ir1_premise_{key}"] = float(np.median(ir))
         out[f"ir1_premise_{key}_min"], out[f"ir1_premise_{key}_max"] = float(ir.min()), float(ir.max())
+    grid = ranges_table()  # precomputed (seed 0), the same at every report
+    for key, part in (("above", grid.R_V > grid.R_L), ("below", grid.R_V < grid.R_L),
+                      ("diag", grid.R_V == grid.R_L)):
+        out[f"grid_{key}"] = float(grid[part]["IR@1"].mean())
+    best = grid.iloc[int(np.argmax(grid["IR@1"].to_numpy(float)))]
+    out["grid_best"], out["grid_best_rv"], out["grid_best_rl"] = (
+        float(best["IR@1"]), float(best.R_V), float(best.R_L))
     coreset_lr = rec[rec.kind == "coreset"]["lr"].to_numpy(float)
     out["coreset_lr_min"], out["coreset_lr_max"] = float(coreset_lr.min()), float(coreset_lr.max())
     return out
