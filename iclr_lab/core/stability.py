@@ -53,7 +53,7 @@ _RTOL = 1e-3
 def machine() -> str:
     """The kind of CPU this process runs on, as stability tables record it: vendor, model name and
     the widest vector extension (``"AuthenticAMD AMD EPYC 7B13 AVX2"``). Read from
-    ``/proc/cpuinfo``, or from :mod:`platform` where there is none."""
+    ``/proc/cpuinfo``, or from Python's ``platform`` module where there is none."""
     import platform
 
     info: dict[str, str] = {}

@@ -376,7 +376,8 @@ def _claims(t: dict[str, pd.DataFrame]) -> list[Claim]:
             paper="CCL against MTPOMO at 50 customers: 0.98 vs 1.42 % (CVRP), 1.96 vs 3.19 % (OVRP), "
                   "0.98 vs 2.42 % (VRPTW), 0.54 vs 1.56 % (OVRPTW), about 0.5x (a third-party "
                   "transcription of the paper's table)",
-            expected=False, kind="paper", source="paper",
+            # the 0.8 bar is this book's (the paper's ratio is about 0.5)
+            expected=False, kind="paper", source="prior",
             no_control="the claim is itself the comparison with the ablation: the static decoder, "
                        "the same encoder, training loop, batches and steps without the chain of context",
             regime=REGIME),
@@ -397,7 +398,8 @@ def _claims(t: dict[str, pd.DataFrame]) -> list[Claim]:
             float(probe[LABELS["ccl"]]["gain"]), PROBE_GAIN, ">=",
             paper="the paper argues that step-dependent node embeddings align nodes with the "
                   "trajectories' context; it reports no measurement of it",
-            expected=False, kind="derivation", source="prior"),
+            # pilot: marked not expected after it failed at seeds 0 to 4 (threshold unchanged)
+            expected=False, kind="derivation", source="pilot"),
         Claim(
             "feasible",
             "every solution passes the independent checker on every in-distribution variant: the "
