@@ -620,8 +620,8 @@ def numbers(report: Report) -> dict[str, Any]:
     out["heavy_tau_n_over_avg"] = float(tau_h.max() / tau_h.mean())
     out["heavy_theorem_ratio_bound"] = float(4 * tau_h.mean() / tau_h.max())
     heavy = t["tuned"][t["tuned"].experiment == "heavy"].set_index("method")["median"]
-    for m, v in heavy.items():
-        out[f"time_heavy_{str(m).replace(' ', '_').replace('²', '2').lower()}"] = float(v)
+    for label, v in heavy.items():
+        out[f"time_heavy_{str(label).replace(' ', '_').replace('²', '2').lower()}"] = float(v)
     return out
 
 
