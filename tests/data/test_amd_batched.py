@@ -104,14 +104,16 @@ def _reference_distill(data, experts, method, init, seed, n_pairs, iterations, s
     return images.detach(), texts.detach(), log_lr.detach().exp(), losses
 
 
-def test_a_single_distillation_equals_the_unbatched_loop(data, experts):
+def test_a_single_distillation_equals_the_unbatched_loop_to_float_rounding(data, experts):
     for method, init, seed in RUNS[1:3]:
         res = distill(data, experts, method=method, init=init, seed=seed, **KW)
         images, texts, lrs, losses = _reference_distill(data, experts, method, init, seed, **KW)
-        assert torch.equal(res.images, images)
-        assert torch.equal(res.texts, texts)
-        assert (res.lr_v, res.lr_l) == tuple(float(v) for v in lrs)
-        assert np.array_equal(res.losses, losses)
+        # to float rounding: bit for bit where the CPU's kernels for the two code paths round
+        # alike, which an AVX-512 AMD EPYC's do not (it differs by ~1e-7 there)
+        torch.testing.assert_close(res.images, images, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(res.texts, texts, rtol=1e-5, atol=1e-6)
+        assert (res.lr_v, res.lr_l) == pytest.approx(tuple(float(v) for v in lrs), rel=1e-5)
+        np.testing.assert_allclose(res.losses, losses, rtol=1e-5, atol=1e-7)
 
 
 def test_batched_distillations_equal_the_single_runs(data, experts):
