@@ -25,15 +25,17 @@ def _serial(spec: Spec, steps: int, data, eval_every: int) -> tuple[pd.DataFrame
                            eval_every=eval_every)
 
 
-def _check_exact(stacked: list, specs: list[Spec], steps: int, data, eval_every: int) -> None:  # noqa: ANN001
+def _check_close(stacked: list, specs: list[Spec], steps: int, data, eval_every: int) -> None:  # noqa: ANN001
     for spec, (log, ratios) in zip(specs, stacked, strict=True):
         ref_log, ref_ratios = _serial(spec, steps, data, eval_every)
         assert list(log.columns) == list(ref_log.columns), spec
         assert log.shape == ref_log.shape, spec
+        # to float rounding: bit for bit where the CPU's batched and single-model kernels round
+        # alike, which an AVX-512 AMD EPYC's do not (entries differ by ~1e-7 there)
         for col in log.columns:
-            assert np.array_equal(log[col].to_numpy(), ref_log[col].to_numpy(), equal_nan=True), \
-                (spec, col)
-        assert np.array_equal(ratios, ref_ratios), spec
+            np.testing.assert_allclose(log[col].to_numpy(dtype=float), ref_log[col].to_numpy(dtype=float),
+                                       rtol=1e-5, atol=1e-7, equal_nan=True, err_msg=f"{spec} {col}")
+        np.testing.assert_allclose(ratios, ref_ratios, rtol=1e-5, atol=1e-7, err_msg=str(spec))
 
 
 def test_stacked_equals_serial(data) -> None:  # noqa: ANN001
@@ -43,7 +45,7 @@ def test_stacked_equals_serial(data) -> None:  # noqa: ANN001
     steps, every = 25, 10
     out = train_many(specs, steps=steps, data=data, eval_every=every,
                      weight_decay=ex.WEIGHT_DECAY, lr_cutoff=ex.LR_CUTOFF)
-    _check_exact(out, specs, steps, data, every)
+    _check_close(out, specs, steps, data, every)
     assert any(r.min() < 0.5 for _, r in out)  # the gate did act
 
 
@@ -53,7 +55,7 @@ def test_stacked_divergence(data) -> None:  # noqa: ANN001
     steps = 30
     out = train_many(specs, steps=steps, data=data, eval_every=10,
                      weight_decay=ex.WEIGHT_DECAY, lr_cutoff=ex.LR_CUTOFF)
-    _check_exact(out, specs, steps, data, 10)
+    _check_close(out, specs, steps, data, 10)
     assert len(out[1][1]) == steps
 
 
@@ -70,7 +72,7 @@ def test_threads_do_not_matter(data) -> None:  # noqa: ANN001
                          weight_decay=ex.WEIGHT_DECAY, lr_cutoff=ex.LR_CUTOFF)
     finally:
         torch.set_num_threads(old)
-    _check_exact(one, specs, 12, data, 6)
+    _check_close(one, specs, 12, data, 6)
     assert math.isfinite(float(one[0][0].test_loss.iloc[-1]))
 
 
