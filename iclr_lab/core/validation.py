@@ -7,11 +7,14 @@ Every public function of the package validates its arguments with these helpers,
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from numbers import Integral, Real
 from typing import Any
 
-__all__ = ["SEED_MAX", "check_choice", "check_int", "check_range", "check_real", "check_seed"]
+import numpy as np
+
+__all__ = ["SEED_MAX", "check_array", "check_choice", "check_int", "check_range", "check_real",
+           "check_seed"]
 
 
 def _fmt(x: float) -> str:
@@ -89,3 +92,63 @@ def check_choice(name: str, value: Any, choices: Collection[Any]) -> Any:
         allowed = ", ".join(repr(c) for c in choices)
         raise ValueError(f"{name} must be one of {allowed}; got {value!r}")
     return value
+
+
+def check_array(
+    name: str,
+    value: Any,
+    *,
+    ndim: int | Sequence[int] | None = None,
+    shape: Sequence[int | None] | None = None,
+    nonempty: bool = True,
+    finite: bool = True,
+) -> Any:
+    """Check an array argument and return it: a ``torch.Tensor`` as it is, anything else as a numpy
+    array (``np.asarray``).
+
+    Args:
+        name: the parameter's name, as the caller passes it.
+        value: the argument.
+        ndim: the number of dimensions, or the numbers allowed.
+        shape: the shape, with ``None`` for a free dimension (``(None, 3)``: n rows of 3).
+        nonempty: refuse an array with no entries.
+        finite: refuse NaN and infinite entries.
+
+    Raises:
+        TypeError: ``value`` is not numeric (strings, objects).
+        ValueError: wrong dimensions or shape, empty, or not finite; the message names ``name`` and
+            shows the shape it got, e.g. ``X must be 2-dimensional, got shape (5,)``.
+    """
+    tensor = hasattr(value, "detach") and hasattr(value, "isfinite")
+    if tensor:
+        arr = value
+        numeric = True
+    else:
+        try:
+            arr = np.asarray(value)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} must be a numeric array, got {type(value).__name__}") from exc
+        numeric = arr.dtype.kind in "biufc"
+    if not numeric:
+        raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+    got = tuple(int(n) for n in arr.shape)
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, Integral) else tuple(ndim)
+        if len(got) not in allowed:
+            want = " or ".join(str(k) for k in allowed)
+            raise ValueError(f"{name} must be {want}-dimensional, got shape {got}")
+    if shape is not None:
+        want_shape = tuple(shape)
+        if len(got) != len(want_shape) or any(w is not None and w != g
+                                               for w, g in zip(want_shape, got, strict=True)):
+            shown = "(" + ", ".join("n" if w is None else str(w) for w in want_shape) + (
+                ",)" if len(want_shape) == 1 else ")")
+            raise ValueError(f"{name} must have shape {shown}, got {got}")
+    size = int(arr.numel()) if tensor else int(arr.size)
+    if nonempty and size == 0:
+        raise ValueError(f"{name} must not be empty, got shape {got}")
+    if finite and size:
+        bad = int((~arr.isfinite()).sum()) if tensor else int(np.count_nonzero(~np.isfinite(arr)))
+        if bad:
+            raise ValueError(f"{name} must be finite, got {bad} NaN or infinite entries of {size}")
+    return arr

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from iclr_lab.core.scales import pick, seed_everything
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_array, check_choice, check_int, check_range
 
 
 def test_check_range_messages_name_parameter_and_interval():
@@ -20,6 +20,27 @@ def test_check_range_messages_name_parameter_and_interval():
         check_range("lr", "0.1", 0)
     with pytest.raises(TypeError):
         check_range("flag", True)
+
+
+def test_check_array_names_parameter_and_shape():
+    x = check_array("X", [[1.0, 2.0]], ndim=2)
+    assert isinstance(x, np.ndarray) and x.shape == (1, 2)
+    with pytest.raises(ValueError, match=r"X must be 2-dimensional, got shape \(2,\)"):
+        check_array("X", [1.0, 2.0], ndim=2)
+    with pytest.raises(ValueError, match=r"y must have shape \(n, 3\), got \(4, 2\)"):
+        check_array("y", np.ones((4, 2)), shape=(None, 3))
+    with pytest.raises(ValueError, match="y must not be empty"):
+        check_array("y", np.empty((0, 3)))
+    assert check_array("y", np.empty((0, 3)), nonempty=False).shape == (0, 3)
+    with pytest.raises(ValueError, match="A must be finite, got 1 NaN"):
+        check_array("A", [1.0, math.inf])
+    with pytest.raises(TypeError, match="A must be a numeric array"):
+        check_array("A", ["a", "b"])
+    torch = pytest.importorskip("torch")
+    t = torch.ones(2)
+    assert check_array("w", t) is t
+    with pytest.raises(ValueError, match="w must be finite"):
+        check_array("w", torch.tensor([1.0, math.nan]))
 
 
 def test_check_int_and_choice():
