@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from iclr_lab.core.stats import loglog_slope, summarize_seeds
+from iclr_lab.core.validation import check_int, check_range
 
 __all__ = ["BASELINE_COLORS", "FONT", "MAX_ROWS", "METHOD_COLORS", "axis", "curves", "loglog",
            "palette", "recolor", "reference_line", "save_chart", "sweep", "thin"]
@@ -161,6 +162,7 @@ def reference_line(value: float, *, axis: str = "y", label: str = "",
     ``+`` on a chart (a bound, a stability edge, a baseline's level)."""
     if axis not in ("x", "y"):
         raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
+    value = check_range("value", value, low_open=True, high_open=True)
     df = pd.DataFrame({axis: [value], "label": [label]})
     enc = {axis: alt.X(f"{axis}:Q") if axis == "x" else alt.Y(f"{axis}:Q")}
     rule = alt.Chart(df).mark_rule(strokeDash=[6, 4], color=color).encode(**enc)
@@ -172,11 +174,11 @@ def reference_line(value: float, *, axis: str = "y", label: str = "",
     return alt.LayerChart(layer=[rule, text] if label else [rule])
 
 
-def _check(df: pd.DataFrame, cols: Sequence[str | None]) -> None:
+def _check(df: pd.DataFrame, cols: Sequence[str | None], *, limit: bool = True) -> None:
     missing = [c for c in cols if c is not None and c not in df.columns]
     if missing:
         raise ValueError(f"df is missing columns {missing}; it has {list(df.columns)}")
-    if len(df) > MAX_ROWS:
+    if limit and len(df) > MAX_ROWS:
         raise ValueError(f"df has {len(df)} rows; charts embed at most {MAX_ROWS}: thin it first")
 
 
@@ -190,6 +192,8 @@ def thin(df: pd.DataFrame, x: str, points: int = 120, log: bool = False) -> pd.D
 
     Use it before charting long training logs: the chart keeps its shape at a fraction of the size.
     """
+    points = check_int("points", points, 2)
+    _check(df, [x], limit=False)
     values = np.sort(df[x].unique())
     if len(values) <= points:
         return df
@@ -326,6 +330,8 @@ def sweep(df: pd.DataFrame, *, x: str, y: str, param: str, color: str | None = N
         center: ``"mean"`` or ``"median"`` over seeds for the line (the band is the min-max).
     """
     _check(df, [x, y, param, color])
+    if start is not None:
+        start = check_range("start", start, low_open=True, high_open=True)
     values = sorted(df[param].unique())
     index = {v: i for i, v in enumerate(values)}
     by = [c for c in (param, color, x) if c]

@@ -324,6 +324,7 @@ def buckets(tensors: Sequence[torch.Tensor], cap_bytes: int) -> list[list[torch.
     """Split ``tensors`` into runs of consecutive tensors of one device and dtype, each at most
     ``cap_bytes`` of payload (a tensor larger than the cap is a bucket of its own; ``cap_bytes=0``
     gives one bucket per tensor). The order of the tensors is kept."""
+    cap_bytes = check_int("cap_bytes", cap_bytes, 0)
     out: list[list[torch.Tensor]] = []
     size = 0
     for t in tensors:
@@ -366,10 +367,10 @@ class TorchDistributedCollective(Collective):
     """
 
     def __init__(self, group: Any = None, *, bucket_cap_mb: float = BUCKET_CAP_MB) -> None:
+        cap = check_range("bucket_cap_mb", bucket_cap_mb, 0, math.inf, high_open=True)
         if not dist.is_initialized():
             raise RuntimeError("torch.distributed is not initialised: call init_from_env() first")
         super().__init__(dist.get_rank(group), dist.get_world_size(group))
-        cap = check_range("bucket_cap_mb", bucket_cap_mb, 0, math.inf, high_open=True)
         self.bucket_cap_bytes = int(cap * 2**20)
         self._group = group
         self._staged = dist.get_backend(group) == "nccl"
@@ -455,6 +456,7 @@ def init_from_env(backend: str | None = None, *, timeout: float = 300.0, threads
     """
     if backend is not None:
         check_choice("backend", backend, BACKENDS)
+    check_range("bucket_cap_mb", bucket_cap_mb, 0, math.inf, high_open=True)
     timeout = check_range("timeout", timeout, 0, math.inf, low_open=True, high_open=True)
     if threads is not None:
         torch.set_num_threads(check_int("threads", threads, 1))

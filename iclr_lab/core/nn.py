@@ -16,7 +16,7 @@ from torch import nn
 
 from iclr_lab.core.datasets import Split
 from iclr_lab.core.progress import progress
-from iclr_lab.core.validation import check_int, check_range, check_seed
+from iclr_lab.core.validation import check_array, check_int, check_range, check_seed
 
 __all__ = ["FlatMLP", "adam_update", "batch_indices", "evaluate", "mlp", "train_classifier",
            "warmup_cosine"]
@@ -37,6 +37,12 @@ def mlp(sizes: Sequence[int], activation: type[nn.Module] = nn.ReLU) -> nn.Seque
 @torch.no_grad()
 def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of ``model`` on ``(x, y)``."""
+    check_array("x", x, nonempty=True)
+    check_array("y", y, ndim=1, finite=False)
+    if y.dtype.is_floating_point or y.dtype.is_complex:
+        raise TypeError(f"y must hold integer class labels, got dtype {y.dtype}")
+    if len(y) != len(x):
+        raise ValueError(f"x and y must have one row per example: got {len(x)} and {len(y)} rows")
     logits = model(x)
     loss = nn.functional.cross_entropy(logits, y).item()
     acc = (logits.argmax(dim=1) == y).float().mean().item()
@@ -47,6 +53,9 @@ def batch_indices(n: int, steps: int, batch_size: int, seed: int) -> list[torch.
     """The minibatch indices of ``steps`` steps: epochs of a seeded random permutation of ``n``
     (a new permutation when the next batch would not fit). :func:`train_classifier` draws these;
     stacked runs that must match it draw them here too."""
+    n = check_int("n", n, 1)
+    steps = check_int("steps", steps, 0)
+    batch_size = check_int("batch_size", batch_size, 1)
     gen = torch.Generator().manual_seed(check_seed(seed))
     perm, pos, out = torch.randperm(n, generator=gen), 0, []
     for _ in range(steps):
@@ -79,6 +88,7 @@ def train_classifier(
     check_int("steps", steps, 1)
     check_int("batch_size", batch_size, 1)
     check_int("eval_every", eval_every, 1)
+    check_seed(seed)
     xtr, ytr = torch.from_numpy(data.x_train), torch.from_numpy(data.y_train)
     xte, yte = torch.from_numpy(data.x_test), torch.from_numpy(data.y_test)
     batches = batch_indices(len(ytr), steps, batch_size, seed)
@@ -113,6 +123,11 @@ def adam_update(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor,
     so a loop that writes out its gradient gets ``torch.optim.Adam``'s numbers bit for bit, without
     the optimizer's per-step bookkeeping or the ``torch._dynamo`` import that its first construction
     costs (about a CPU second); tests compare the two."""
+    # Cheap Python checks only: this runs once per tensor per step. NaN in the tensors propagates,
+    # as it does in torch.optim.Adam.
+    step = check_int("step", step, 1)
+    lr = check_range("lr", lr, 0)
+    eps = check_range("eps", eps, 0)
     beta1, beta2 = betas
     exp_avg.lerp_(grad, 1 - beta1)
     exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)

@@ -17,6 +17,8 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
+from iclr_lab.core.validation import check_int
+
 __all__ = ["progress", "progress_enabled"]
 
 T = TypeVar("T")
@@ -42,7 +44,10 @@ _active = 0  # bars being drawn now; nested loops stay silent while one is
 def progress(iterable: Iterable[T], *, desc: str | None = None, total: int | None = None,
              leave: bool = False) -> Iterator[T]:
     """Wrap ``iterable`` in a tqdm bar when :func:`progress_enabled` and no outer loop already
-    draws one; else return it unchanged."""
+    draws one; else return it unchanged. ``total`` (>= 0, or ``None``) is the bar's length when
+    ``iterable`` has none."""
+    if total is not None:
+        check_int("total", total, 0)
     if _active or not progress_enabled():
         return iter(iterable)
     return _bar(iterable, desc, total, leave)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from iclr_lab.core.validation import check_choice
+from iclr_lab.core.validation import check_choice, check_range, check_real, check_seed
 
 if TYPE_CHECKING:
     import altair as alt
@@ -86,8 +86,10 @@ class Claim:
     Attributes:
         name: short identifier, unique within a report (``"sogd_vs_tuned"``).
         statement: the claim in words, with the threshold in it.
-        measured: the number the run produced. When the experiment runs several seeds this is the
-            **median over all of them** (see :meth:`over_seeds`), never one favourable seed.
+        measured: the number the run produced (NaN when the run diverged: the claim then fails;
+            NaN and +-inf are accepted for that reason, strings are not). When the experiment runs
+            several seeds this is the **median over all of them** (see :meth:`over_seeds`), never
+            one favourable seed.
         threshold: the bound; a ``(low, high)`` pair when ``op == "in"``.
         op: how ``measured`` is compared with ``threshold``.
         paper: what the paper reported, in words (units included).
@@ -130,7 +132,8 @@ class Claim:
             raise TypeError("threshold must be a (low, high) pair when op == 'in'")
         if self.op != "in" and isinstance(self.threshold, tuple):
             raise TypeError(f"threshold must be a number when op == {self.op!r}")
-        object.__setattr__(self, "measured", float(self.measured))
+        # NaN and +-inf are allowed: a run that diverged measures NaN, and its claim fails.
+        object.__setattr__(self, "measured", check_real("measured", self.measured))
         values = tuple(float(v) for v in self.per_seed)
         object.__setattr__(self, "per_seed", values)
         if values:
@@ -143,7 +146,8 @@ class Claim:
         object.__setattr__(self, "control_per_seed", controls)
         if controls:
             object.__setattr__(self, "control_measured", _median(controls))
-        object.__setattr__(self, "control_measured", float(self.control_measured))
+        object.__setattr__(self, "control_measured",
+                           check_real("control_measured", self.control_measured))
         if self.control and self.no_control:
             raise ValueError(f"claim {self.name!r}: give a control or a reason for having none "
                              "(no_control), not both")
@@ -477,6 +481,8 @@ class Report:
     stability_machine: str = ""
 
     def __post_init__(self) -> None:
+        check_seed(self.seed)
+        check_range("seconds", self.seconds, 0)
         if self.scale == "smoke":
             # A smoke run only exercises the pipeline; it is too small to judge any claim.
             self.claims = [replace(c, expected=False) for c in self.claims]

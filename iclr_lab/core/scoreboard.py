@@ -10,12 +10,14 @@ builds the same table (:func:`table`) from reports it has just run.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iclr_lab.core.report import Claim, Report
+from iclr_lab.core.validation import check_range
 
 if TYPE_CHECKING:
     import altair as alt
@@ -110,7 +112,9 @@ def headlines(reports: Iterable[Report | Mapping[str, Any]]) -> pd.DataFrame:
 def times_chart(times: Mapping[str, Mapping[str, float]], *, budget: float = 60.0,
                 limit: float = 90.0) -> alt.LayerChart:
     """Each chapter's CPU time (its kernel's user + system time, one thread) against the budget
-    (dashed) and the hard limit; the wall time is in the tooltip."""
+    (dashed) and the hard limit (seconds, 0 < budget <= limit); the wall time is in the tooltip."""
+    budget = check_range("budget", budget, 0, math.inf, low_open=True)
+    limit = check_range("limit", limit, budget, math.inf)
     import altair as alt
     import pandas as pd
 

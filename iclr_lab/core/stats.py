@@ -25,8 +25,9 @@ def loglog_slope(x: ArrayLike, y: ArrayLike) -> tuple[float, float]:
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if x.shape != y.shape or x.ndim != 1 or x.size < 2:
         raise ValueError(f"x and y must be 1-D of equal length >= 2, got {x.shape} and {y.shape}")
-    if np.any(x <= 0) or np.any(y <= 0):
-        raise ValueError("x and y must be positive for a log-log fit")
+    for name, v in (("x", x), ("y", y)):
+        if not np.all(np.isfinite(v)) or np.any(v <= 0):
+            raise ValueError(f"{name} must be positive and finite for a log-log fit, got {v}")
     slope, intercept = np.polyfit(np.log(x), np.log(y), 1)
     return float(slope), float(intercept)
 
@@ -73,6 +74,10 @@ def paired(a: ArrayLike, b: ArrayLike, *, level: float = 0.95) -> Paired:
         a: the first method's value at each seed.
         b: the second method's value at the same seeds, in the same order.
         level: the interval's coverage, in (0, 1).
+
+    A NaN or infinite value (a diverged run) is kept, not refused: its difference is non-finite,
+    and so are the mean and the interval, so a claim judged on them fails rather than passing on
+    the other seeds.
     """
     from scipy import stats as sps
 

@@ -28,6 +28,15 @@ def check_real(name: str, value: Any) -> float:
     return float(value)
 
 
+def _bound(which: str, value: Any) -> float:
+    """A bound of an interval: any real number or +-inf (the helpers' own arguments are checked
+    too, so that a bad bound is not mistaken for a bad value)."""
+    b = check_real(which, value)
+    if math.isnan(b):
+        raise ValueError(f"{which} must be in [-inf, inf], got nan")
+    return b
+
+
 def check_range(
     name: str,
     value: Any,
@@ -48,6 +57,9 @@ def check_range(
         ValueError: ``value`` is outside the interval, or NaN. The message shows the interval in
             the usual bracket notation, e.g. ``beta1 must be in [0, 1), got 1.0``.
     """
+    low, high = _bound("low", low), _bound("high", high)
+    if low > high:
+        raise ValueError(f"low must be <= high, got low={low!r} and high={high!r}")
     x = check_real(name, value)
     lo_open = low == -math.inf if low_open is None else low_open
     hi_open = high == math.inf if high_open is None else high_open
@@ -60,12 +72,20 @@ def check_range(
     return x
 
 
+def _int_bound(which: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{which} must be an integer or None, got {type(value).__name__} {value!r}")
+    return int(value)
+
+
 def check_int(name: str, value: Any, low: int | None = None, high: int | None = None) -> int:
     """Check that ``value`` is an integer in ``[low, high]`` and return it."""
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
-    lo = -math.inf if low is None else low
-    hi = math.inf if high is None else high
+    lo = -math.inf if low is None else _int_bound("low", low)
+    hi = math.inf if high is None else _int_bound("high", high)
+    if lo > hi:
+        raise ValueError(f"low must be <= high, got low={low!r} and high={high!r}")
     n = int(value)
     if not lo <= n <= hi:
         raise ValueError(f"{name} must be an integer in [{_fmt(lo)}, {_fmt(hi)}], got {value!r}")

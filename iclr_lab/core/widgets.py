@@ -37,6 +37,8 @@ except ImportError as err:  # pragma: no cover - exercised in a subprocess by th
         "`pip install \"iclr-lab[widgets]\"` (in a notebook: `%pip install ipywidgets`), then "
         "restart the kernel. Everything else in iclr_lab works without it.") from err
 
+from iclr_lab.core.validation import check_int, check_range
+
 __all__ = ["Explorer", "LiveResult", "explorer", "live_bundle", "log_slider", "slider"]
 
 _STYLE = {"description_width": "initial"}
@@ -44,7 +46,13 @@ _LAYOUT = widgets.Layout(width="420px")
 
 
 def slider(description: str, value: float, min: float, max: float, step: float) -> widgets.FloatSlider:
-    """A labelled float slider that only fires on release (``continuous_update=False``)."""
+    """A labelled float slider from ``min`` to ``max`` (finite, ``min < max``) in steps of
+    ``step`` (> 0), starting at ``value`` (in ``[min, max]``), that only fires on release
+    (``continuous_update=False``)."""
+    min = check_range("min", min, low_open=True, high_open=True)
+    max = check_range("max", max, min, math.inf, low_open=True, high_open=True)
+    step = check_range("step", step, 0, max - min, low_open=True)
+    value = check_range("value", value, min, max)
     return widgets.FloatSlider(value=value, min=min, max=max, step=step, description=description,
                                continuous_update=False, style=_STYLE, layout=_LAYOUT,
                                readout_format=".3g")
@@ -52,9 +60,13 @@ def slider(description: str, value: float, min: float, max: float, step: float) 
 
 def log_slider(description: str, value: float, min: float, max: float,
                steps_per_decade: int = 4) -> widgets.FloatLogSlider:
-    """A labelled log-scale slider from ``min`` to ``max`` (both positive)."""
-    if not 0 < min < max:
-        raise ValueError(f"log_slider needs 0 < min < max, got min={min}, max={max}")
+    """A labelled log-scale slider from ``min`` to ``max`` (both positive and finite, ``min <
+    max``), starting at ``value`` (in ``[min, max]``), with ``steps_per_decade`` (>= 1) stops per
+    factor of ten."""
+    min = check_range("min", min, 0, math.inf, low_open=True)
+    max = check_range("max", max, min, math.inf, low_open=True)
+    value = check_range("value", value, min, max)
+    steps_per_decade = check_int("steps_per_decade", steps_per_decade, 1)
     return widgets.FloatLogSlider(value=value, base=10, min=math.log10(min), max=math.log10(max),
                                   step=1 / steps_per_decade, description=description,
                                   continuous_update=False, style=_STYLE, layout=_LAYOUT,

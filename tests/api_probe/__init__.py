@@ -67,9 +67,12 @@ class Outcome:
 
 
 def _skip(obj: Any) -> bool:
-    """Not something a user calls with numbers: exceptions, protocols, enums, typed dicts."""
+    """Not something a user calls with numbers: exceptions, protocols, abstract classes, typed
+    dicts."""
     if not inspect.isclass(obj):
         return not inspect.isfunction(obj)
+    if inspect.isabstract(obj):  # its concrete subclasses are probed
+        return True
     if issubclass(obj, BaseException) or getattr(obj, "_is_protocol", False):
         return True
     return issubclass(obj, dict) and hasattr(obj, "__total__")
@@ -279,8 +282,8 @@ def probe(name: str, fn: Callable[..., Any], examples: dict[str, Callable[[], di
     out: list[Outcome] = []
 
     def allowed(param: str, label: str) -> str | None:
-        return allow.get((name, param, label)) or allow.get((name, param, "*")) or allow.get(
-            (name, "*", "*"))
+        return (allow.get((name, param, label)) or allow.get((name, param, "*"))
+                or allow.get((name, "*", label)) or allow.get((name, "*", "*")))
 
     for param, p in params.items():
         kind = kind_of(p)

@@ -20,8 +20,12 @@ def test_explorer_recomputes_when_a_control_moves():
 
 
 def test_log_slider_rejects_non_positive_ranges():
-    with pytest.raises(ValueError, match="0 < min < max"):
+    with pytest.raises(ValueError, match=r"min must be in \(0, inf\)"):
         log_slider("k", 1.0, 0.0, 10.0)
+    with pytest.raises(ValueError, match=r"max must be in \(5, inf\)"):
+        log_slider("k", 1.0, 5.0, 2.0)
+    with pytest.raises(ValueError, match="value must be in"):
+        log_slider("k", 100.0, 1.0, 10.0)
 
 
 def test_the_display_bundle_carries_a_static_rendering_for_the_book():
