@@ -366,11 +366,16 @@ class Stability:
     ``holds`` counts the blocks where the method passed, ``control_fails`` those where the control
     failed (``None`` for a claim without a control). A paper claim needs both at ``blocks - 1`` or
     more (:data:`iclr_lab.core.stability.MISSES_ALLOWED`) to count as reproduced.
+
+    ``seed_invariant`` is set when the method measured the same value at every block: the claim
+    does not depend on the seed at all (a closed form, a deterministic instance), so its "holds at
+    8 of 8" says nothing about seeds, and the text says so.
     """
 
     blocks: int
     holds: int
     control_fails: int | None = None
+    seed_invariant: bool = False
 
     @property
     def needed(self) -> int:
@@ -392,10 +397,13 @@ class Stability:
         out = f"{self.holds}/{self.blocks}"
         if self.control_fails is not None:
             out += f"; control fails {self.control_fails}/{self.blocks}"
+        if self.seed_invariant:
+            out += " (seed-invariant: the same value at every block)"
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"blocks": self.blocks, "holds": self.holds, "control_fails": self.control_fails}
+        return {"blocks": self.blocks, "holds": self.holds, "control_fails": self.control_fails,
+                "seed_invariant": self.seed_invariant}
 
 
 def _number(v: Any) -> float:

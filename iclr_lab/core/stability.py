@@ -173,7 +173,10 @@ def attach(report: Report, directory: str | Path | None = None) -> Report:
             continue
         fails = (sum(e["control_passed"] is False for e in entries)
                  if c.control else None)
+        values = {e["measured"] for e in entries}
+        invariant = len(entries) > 1 and len(values) == 1 and None not in values
         claims.append(replace(c, stability=Stability(table["blocks"],
-                                                     sum(bool(e["passed"]) for e in entries), fails)))
+                                                     sum(bool(e["passed"]) for e in entries), fails,
+                                                     seed_invariant=invariant)))
     report.claims, report.stale = claims, stale
     return report

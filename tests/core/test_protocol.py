@@ -73,7 +73,8 @@ def test_json_carries_control_regime_verdict_and_stability():
     assert d["control"] == "null" and d["control_measured"] == 2.0
     assert d["control_per_seed"] == [1.0, 2.0, 3.0] and d["regime"] == "IID shards"
     assert d["verdict"] == "reproduced" and d["stability"] == {"blocks": 8, "holds": 7,
-                                                               "control_fails": 8}
+                                                               "control_fails": 8,
+                                                               "seed_invariant": False}
     assert Claim.from_dict(d) == c
 
 
@@ -219,3 +220,21 @@ def test_the_exemplars_ship_a_stability_table_of_their_current_claims(slug):
     assert names == set(table["claims"]), "the table has exactly the chapter's claims"
     for name, entries in table["claims"].items():
         assert [e["block"] for e in entries] == list(range(8)), name
+
+
+def test_a_claim_with_the_same_value_at_every_block_is_flagged_seed_invariant(monkeypatch, tmp_path):
+    def reproduce(scale="book", seed=0):
+        varying = [0.5 + 0.01 * ((seed + k) % 7) for k in range(3)]
+        return Report("vradam", scale, seed, {"t": pd.DataFrame({"x": [1]})},
+                      [Claim("fixed", "a closed form", 0.25, 1.0, kind="theorem"),
+                       Claim.over_seeds("varies", "s", varying, 1.0, kind="theorem")])
+
+    monkeypatch.setattr("iclr_lab.core.registry.reproduce", lambda slug, scale, seed:
+                        reproduce(scale, seed))
+    stability.write(stability.measure("vradam", 4), tmp_path)
+    monkeypatch.setattr(stability, "DIRECTORY", tmp_path)
+    report = reproduce("book", 0)
+    fixed, varies = report.claim("fixed").stability, report.claim("varies").stability
+    assert fixed.seed_invariant and "seed-invariant" in fixed.text
+    assert not varies.seed_invariant and "seed-invariant" not in varies.text
+    assert report.to_dict()["claims"][0]["stability"]["seed_invariant"] is True
