@@ -5,7 +5,7 @@
     iclr-lab list
     iclr-lab reproduce SLUG [--scale book] [--seed 0] [--out DIR] [--json]
     iclr-lab reproduce --all [--scale book] [--seed 0] [--out DIR]
-    iclr-lab stability SLUG [--blocks 8] [--out DIR]
+    iclr-lab stability SLUG [--blocks 8] [--jobs 1] [--out DIR]
     iclr-lab launch SLUG [--nproc N] [--backend gloo|nccl] [--scale book] [--seed 0] [--out DIR]
 
 ``reproduce`` prints the claims scorecard (or one JSON object with ``--json``), writes tables (CSV),
@@ -96,6 +96,9 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("slug", help="chapter slug (see: iclr-lab list)")
     st.add_argument("--blocks", type=int, default=8, help="seed blocks (default 8)")
     st.add_argument("--out", type=Path, help="write the table here instead of into the package")
+    st.add_argument("--jobs", type=int, default=1,
+                    help="blocks run at once, in worker processes of one torch thread each "
+                         "(default 1; the numbers do not depend on it)")
     la = sub.add_parser(
         "launch", help="run a distributed chapter on real torch.distributed processes",
         description="Run a distributed chapter's training function on torch.distributed processes: "
@@ -207,10 +210,12 @@ def _stability(args: argparse.Namespace) -> int:
     chapter(args.slug)
     blocks = check_int("blocks", args.blocks, 2)
 
-    def show(b: int, report: Report) -> None:
-        print(f"  block {b}: base seed {report.seed}, {report.seconds:.0f} s", file=sys.stderr)
+    jobs = check_int("jobs", args.jobs, 1)
 
-    table = stability.measure(args.slug, blocks, on_block=show)
+    def show(b: int, seed: int, seconds: float) -> None:
+        print(f"  block {b}: base seed {seed}, {seconds:.0f} s", file=sys.stderr)
+
+    table = stability.measure(args.slug, blocks, jobs=jobs, on_block=show)
     path = stability.write(table, args.out)
     for name, entries in table["claims"].items():
         holds = sum(bool(e["passed"]) for e in entries)

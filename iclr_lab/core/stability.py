@@ -97,30 +97,63 @@ def _num(v: float) -> float | None:
     return None if math.isnan(v) else float(v)
 
 
-def measure(slug: str, blocks: int = BLOCKS, *, scale: str = "book",
-            on_block: Callable[[int, Report], None] | None = None) -> dict[str, Any]:
+def _block(slug: str, scale: str, seed: int, b: int, threads: int | None) -> tuple[
+        dict[str, dict[str, Any]], int, float]:
+    """One block, in a worker process: its entries, base seed and seconds."""
+    from iclr_lab.core.registry import reproduce
+
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+    report = reproduce(slug, scale=scale, seed=seed)
+    return _entry(report, b), report.seed, report.seconds
+
+
+def measure(slug: str, blocks: int = BLOCKS, *, scale: str = "book", jobs: int = 1,
+            on_block: Callable[[int, int, float], None] | None = None) -> dict[str, Any]:
     """Run chapter ``slug`` at ``blocks`` disjoint base seeds; return its stability table.
 
     Block 0 runs at base seed 0; its longest ``per_seed`` gives the stride ``n`` (the number of
-    seeds the chapter runs), and block ``b`` runs at base seed ``b * n``. ``on_block(b, report)``
-    is called after each block (for progress).
+    seeds the chapter runs), and block ``b`` runs at base seed ``b * n``. With ``jobs`` > 1 the
+    blocks after the first run in that many worker processes at once, one torch thread each (the
+    book's setting; the numbers are those of a serial run, which a test checks).
+    ``on_block(b, base_seed, seconds)`` is called as each block finishes (for progress).
     """
     from iclr_lab.core.provenance import code_version
     from iclr_lab.core.registry import reproduce
 
     check_int("blocks", blocks, 2)
+    jobs = check_int("jobs", jobs, 1)
     claims: dict[str, list[dict[str, Any]]] = {}
-    stride = 1
+    report = reproduce(slug, scale=scale, seed=0)
+    stride = max([len(c.per_seed) for c in report.claims] + [1])
+    results = {0: (_entry(report, 0), report.seed, report.seconds)}
+    if on_block:
+        on_block(0, report.seed, report.seconds)
+    rest = range(1, blocks)
+    if jobs == 1:
+        for b in rest:
+            results[b] = _block(slug, scale, b * stride, b, None)
+            if on_block:
+                on_block(b, results[b][1], results[b][2])
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(_block, slug, scale, b * stride, b, 1): b for b in rest}
+            for future in as_completed(futures):
+                b = futures[future]
+                results[b] = future.result()
+                if on_block:
+                    on_block(b, results[b][1], results[b][2])
     seeds = []
     for b in range(blocks):
-        report = reproduce(slug, scale=scale, seed=b * stride)
-        if b == 0:
-            stride = max([len(c.per_seed) for c in report.claims] + [1])
-        seeds.append(report.seed)
-        for name, e in _entry(report, b).items():
+        entries, seed, _ = results[b]
+        seeds.append(seed)
+        for name, e in entries.items():
             claims.setdefault(name, []).append(e)
-        if on_block:
-            on_block(b, report)
     return {"slug": slug, "scale": scale, "blocks": blocks, "stride": stride, "seeds": seeds,
             "code_version": code_version(), "machine": machine(), "claims": claims}
 

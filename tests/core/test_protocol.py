@@ -238,3 +238,11 @@ def test_a_claim_with_the_same_value_at_every_block_is_flagged_seed_invariant(mo
     assert fixed.seed_invariant and "seed-invariant" in fixed.text
     assert not varies.seed_invariant and "seed-invariant" not in varies.text
     assert report.to_dict()["claims"][0]["stability"]["seed_invariant"] is True
+
+
+def test_stability_blocks_in_worker_processes_equal_the_serial_run():
+    serial = stability.measure("imitation_reward_class", 2, scale="smoke")
+    parallel = stability.measure("imitation_reward_class", 2, scale="smoke", jobs=2)
+    assert parallel["claims"] == serial["claims"] and parallel["seeds"] == serial["seeds"]
+    with pytest.raises(ValueError, match="jobs"):
+        stability.measure("imitation_reward_class", 2, jobs=0)
