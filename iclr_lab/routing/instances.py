@@ -86,6 +86,12 @@ def capacity_for(n: int) -> int:
 class VRPBatch:
     """A batch of instances (tensors with a leading batch dimension ``B``; ``N = n + 1`` nodes).
 
+    Validated at construction (``ValueError`` or ``TypeError`` naming the field): ``B >= 1`` and
+    ``N >= 2``, the shapes below, floating-point tensors (``open_route`` bool), finite locations,
+    demands in ``[0, 1]``, windows with ``0 <= e <= l`` (``e`` finite), finite service times
+    ``>= 0``, limits ``> 0`` (``inf`` allowed), an integer capacity ``>= 1`` and one variant name per
+    instance.
+
     Attributes:
         locs: ``[B, N, 2]`` coordinates, depot first.
         linehaul: ``[B, N]`` delivery demands divided by ``capacity`` (0 at the depot).
@@ -116,6 +122,9 @@ class VRPBatch:
         if not isinstance(self.locs, torch.Tensor) or self.locs.dim() != 3:
             raise ValueError("VRPBatch.locs must be a [B, N, 2] tensor")
         b, n = int(self.locs.shape[0]), int(self.locs.shape[1])
+        if b == 0:  # checked first, so that the error names locs and not the field it mismatches
+            raise ValueError(f"VRPBatch.locs must hold at least one instance, got shape "
+                             f"{list(self.locs.shape)}")
         shapes = {"locs": (self.locs, (b, n, 2)), "linehaul": (self.linehaul, (b, n)),
                   "backhaul": (self.backhaul, (b, n)), "time_windows": (self.time_windows, (b, n, 2)),
                   "service": (self.service, (b, n)), "limit": (self.limit, (b,)),
@@ -126,6 +135,10 @@ class VRPBatch:
             if tuple(t.shape) != shape:
                 raise ValueError(f"VRPBatch.{name} must have shape {list(shape)} (B={b}, N={n}), "
                                  f"got {list(t.shape)}")
+            want_bool = name == "open_route"
+            if (t.dtype == torch.bool) != want_bool or not (want_bool or t.is_floating_point()):
+                raise TypeError(f"VRPBatch.{name} must be a {'bool' if want_bool else 'floating-point'} "
+                                f"tensor, got dtype {t.dtype}")
         if n < 2:
             raise ValueError(f"VRPBatch needs a depot and at least one customer, got N={n} nodes")
         check_int("capacity", self.capacity, 1)

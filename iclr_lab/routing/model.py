@@ -274,13 +274,15 @@ def rollout(policy: RoutingPolicy, instances: VRPBatch, *, num_starts: int | Non
     Args:
         policy: the policy.
         instances: the batch.
-        num_starts: trajectories per instance (default: one per customer, POMO); trajectory ``i``
-            first visits customer ``1 + i mod n``.
+        num_starts: trajectories per instance, at least 1 (default: one per customer, POMO);
+            trajectory ``i`` first visits customer ``1 + i mod n``.
         greedy: argmax instead of sampling.
-        p_reembed: probability of a TSNR step (default: the config's ``P_tr`` in training mode,
-            1 in evaluation mode); ignored by the static decoder.
+        p_reembed: probability of a TSNR step, in ``[0, 1]`` (default: the config's ``P_tr`` in
+            training mode, 1 in evaluation mode); ignored by the static decoder.
         record: keep the gates and the node embeddings of every step.
     """
+    if not isinstance(instances, VRPBatch):
+        raise TypeError(f"instances must be a VRPBatch, got {type(instances).__name__}")
     n = instances.num_nodes - 1
     s = n if num_starts is None else check_int("num_starts", num_starts, 1)
     p = (policy.config.p_reembed if policy.training else 1.0) if p_reembed is None else check_range(
@@ -341,11 +343,15 @@ def solve(policy: RoutingPolicy, instances: VRPBatch, augment: int = 8, *,
         policy: the policy (put in evaluation mode for the call).
         instances: the batch.
         augment: number of symmetries of the unit square used, 1..8 (identity first).
-        p_reembed: TSNR probability at test time (``P_ts``; 1 makes decoding deterministic).
+        p_reembed: TSNR probability at test time (``P_ts``), in ``[0, 1]``; 1 makes decoding
+            deterministic.
         record: record the identity symmetry's rollout (gates and embeddings) and return it as
             ``Solution.identity``; recording changes no number of the decoding.
     """
+    if not isinstance(instances, VRPBatch):
+        raise TypeError(f"instances must be a VRPBatch, got {type(instances).__name__}")
     augment = check_int("augment", augment, 1, 8)
+    p_reembed = check_range("p_reembed", p_reembed, 0.0, 1.0)
     was_training = policy.training
     policy.eval()
     try:
@@ -376,12 +382,13 @@ def tsnr_flops(num_nodes: int, num_starts: int, config: PolicyConfig | None = No
     here so that its two matrix products are counted too; the total equals
     ``2 T (2 N D^2 + 2 K D^2 + 2 N K D + 3 N D F)`` with ``N`` nodes, ``K`` keys (``S + N`` shared,
     ``1 + N`` per trajectory), ``T`` re-embeddings (1 shared, ``S`` per trajectory) and SwiGLU width
-    ``F``."""
+    ``F``. ``num_nodes`` is at least 2 (a depot and a customer), ``num_starts`` at least 1."""
+    num_nodes = check_int("num_nodes", num_nodes, 2)
+    num_starts = check_int("num_starts", num_starts, 1)
+    # imported after the checks: the counter's first use imports torch._dynamo (over a CPU second)
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
-    num_nodes = check_int("num_nodes", num_nodes, 2)
-    num_starts = check_int("num_starts", num_starts, 1)
     cfg = config or PolicyConfig()
     block = TSNR(cfg)
     d = cfg.dim

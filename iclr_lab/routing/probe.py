@@ -62,15 +62,18 @@ def visit_state_probe(policy: RoutingPolicy, instances: VRPBatch, *, ridge: floa
     Args:
         policy: the policy (greedy multi-start decoding, evaluation mode for the call).
         instances: at least 2 instances; decoding runs one trajectory per customer.
-        ridge: ridge penalty, > 0.
-        p_reembed: TSNR probability while decoding (``P_ts``).
+        ridge: ridge penalty, in ``(0, inf)``.
+        p_reembed: TSNR probability while decoding (``P_ts``), in ``[0, 1]``.
         recorded: the decoding to probe when the caller already has it, i.e. what
             ``rollout(policy, instances, greedy=True, p_reembed=p_reembed, record=True)`` returns
             (``solve(..., record=True).identity``); by default the probe decodes itself.
     """
+    if not isinstance(instances, VRPBatch):
+        raise TypeError(f"instances must be a VRPBatch, got {type(instances).__name__}")
     if instances.batch_size < 2:
         raise ValueError(f"instances must hold at least 2 instances, got {instances.batch_size}")
     ridge = check_range("ridge", ridge, 0.0, low_open=True)
+    p_reembed = check_range("p_reembed", p_reembed, 0.0, 1.0)
     r = recorded
     if r is None:
         was = policy.training

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.core.validation import check_int, check_range, check_seed
 from iclr_lab.routing.checker import check_solution, routes_from_actions
 from iclr_lab.routing.env import MultiTaskVRPEnv
 from iclr_lab.routing.instances import VRPBatch
@@ -120,7 +120,7 @@ def pyvrp_solve(instance: VRPBatch, time_limit: float = 1.0, *, iterations: int 
         instance: a batch of one instance (``batch[i]``).
         time_limit: seconds of search, in ``(0, 600]``.
         iterations: optional iteration budget, at least 1.
-        seed: PyVRP's random seed.
+        seed: PyVRP's random seed, an integer in ``[0, 2**32 - 1]``.
 
     Returns:
         ``(cost, routes)``: the float cost re-evaluated by the independent checker, and the routes
@@ -132,9 +132,11 @@ def pyvrp_solve(instance: VRPBatch, time_limit: float = 1.0, *, iterations: int 
     if not isinstance(instance, VRPBatch) or instance.batch_size != 1:
         raise ValueError("instance must be a VRPBatch of one instance (use batch[i])")
     time_limit = check_range("time_limit", time_limit, 0.0, 600.0, low_open=True)
+    iterations = None if iterations is None else check_int("iterations", iterations, 1)
+    seed = check_seed(seed)
     stop: Any = MaxRuntime(time_limit)
     if iterations is not None:
-        stop = MultipleCriteria([stop, MaxIterations(check_int("iterations", iterations, 1))])
+        stop = MultipleCriteria([stop, MaxIterations(iterations)])
     res = _model(instance).solve(stop, seed=seed, collect_stats=False, display=False)
     if not res.best.is_feasible():
         raise RuntimeError("PyVRP found no feasible solution within the time limit")

@@ -151,9 +151,12 @@ def _save(out: Path, policy: RoutingPolicy, opt: torch.optim.Optimizer, ema: tor
 
 def shipped_path(model: str, seed: int = 0) -> Path:
     """Path of a shipped policy file, ``checkpoints/<model>-<seed>.pt`` (its training record is the
-    ``.json`` beside it)."""
+    ``.json`` beside it); ``model`` is ``"ccl"`` or ``"static"``, ``seed`` one of
+    ``SHIPPED_SEEDS`` (0, 1, 2)."""
     check_choice("model", model, ("ccl", "static"))
-    seed = int(check_choice("seed", seed, SHIPPED_SEEDS))
+    # an integer range first (its message states the accepted seeds), then the shipped ones
+    seed = check_choice("seed", check_int("seed", seed, min(SHIPPED_SEEDS), max(SHIPPED_SEEDS)),
+                        SHIPPED_SEEDS)
     return CHECKPOINTS / f"{model}-{seed}.pt"
 
 
@@ -175,6 +178,8 @@ def load_policy(path_or_name: str | Path, *, seed: int = 0,
         ValueError: the file is not a routing policy, or its architecture differs from ``config``
             or from its own recorded configuration.
     """
+    # checked even when a path makes it unused, so that a bad seed is never silently ignored
+    check_int("seed", seed, min(SHIPPED_SEEDS), max(SHIPPED_SEEDS))
     p = Path(path_or_name)
     if str(path_or_name) in ("ccl", "static"):
         p = shipped_path(str(path_or_name), seed)

@@ -206,6 +206,14 @@ def test_bad_arguments_name_the_parameter() -> None:
         ccl_vrp.route_chart("CVRP", 0, model="pyvrp")
     with pytest.raises(ValueError, match="variant"):
         ccl_vrp.gate_chart("TSP", 0)
+    # the range is stated, and checked before the chart's solvers run
+    with pytest.raises(ValueError, match=r"instance must be an integer in \[0, 99\]"):
+        ccl_vrp.route_chart("CVRP", 100)
+    with pytest.raises(ValueError, match="p_reembed"):
+        ccl_vrp.gate_trace(RoutingPolicy(PolicyConfig(**SMALL)), generate("CVRP", 5, 1, seed=0),
+                           p_reembed=2.0)
+    with pytest.raises(TypeError, match="seed"):
+        ccl_vrp.live_sample(range(10), 2, None)  # type: ignore[arg-type]
 
 
 def test_smoke_run_reproduces_the_shipped_costs_live() -> None:

@@ -80,5 +80,10 @@ def test_bad_arguments() -> None:
             test_instances("CVRP", count=count)
     with pytest.raises(ValueError, match="seed"):
         load_policy("ccl", seed=3)
+    # the message states the shipped seeds as a range (check_choice's listed them only)
+    with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\]"):
+        shipped_path("ccl", -1)
+    with pytest.raises(TypeError, match="seed"):
+        load_policy("ccl", seed=1.5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="model"):
         shipped_path("pomo")

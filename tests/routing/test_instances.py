@@ -138,6 +138,14 @@ def test_bad_instance_shapes_and_names_are_refused() -> None:
         replace(good, variants=("CVRP",))
     with pytest.raises(ValueError, match="locs must be a"):
         replace(good, locs=good.locs[0])
+    # an empty batch named its first mismatching field (linehaul), not locs
+    with pytest.raises(ValueError, match="locs must hold at least one instance"):
+        replace(good, locs=good.locs[:0])
+    # a float open_route (NaN, say) was taken as it was
+    with pytest.raises(TypeError, match="open_route must be a bool tensor"):
+        replace(good, open_route=torch.full((2,), math.nan))
+    with pytest.raises(TypeError, match="locs must be a floating-point tensor"):
+        replace(good, locs=good.locs.long())
 
 
 def test_the_checker_never_calls_a_non_finite_solution_feasible() -> None:

@@ -106,5 +106,10 @@ def test_bad_inputs() -> None:
         rollout(pol, inst, num_starts=0)
     with pytest.raises(ValueError, match="num_nodes"):
         tsnr_flops(1, 1)
+    # solve checks its own p_reembed before decoding (it was found only inside rollout)
+    with pytest.raises(ValueError, match=r"p_reembed must be in \[0, 1\]"):
+        solve(pol, inst, p_reembed=float("nan"))
+    with pytest.raises(TypeError, match="instances"):
+        rollout(pol, inst.locs)  # type: ignore[arg-type]
     assert MultiTaskVRPEnv(inst, 3).start_nodes().tolist() == [[1, 2, 3]]
     assert len(ID_VARIANTS) == 16

@@ -31,3 +31,5 @@ def test_probe_bad_inputs() -> None:
         visit_state_probe(pol, generate("CVRP", 5, 1, seed=0))
     with pytest.raises(ValueError, match="ridge"):
         visit_state_probe(pol, generate("CVRP", 5, 2, seed=0), ridge=0.0)
+    with pytest.raises(ValueError, match="p_reembed"):
+        visit_state_probe(pol, generate("CVRP", 5, 2, seed=0), p_reembed=-1.0)

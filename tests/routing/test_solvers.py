@@ -51,6 +51,11 @@ def test_pyvrp_bad_inputs() -> None:
         pyvrp_solve(inst[0], 0.0)
     with pytest.raises(ValueError, match="iterations"):
         pyvrp_solve(inst[0], 1.0, iterations=0)
+    # the seed went to PyVRP unchecked: -1 was PyVRP's own error, None its TypeError
+    with pytest.raises(ValueError, match=r"seed must be an integer in \[0, "):
+        pyvrp_solve(inst[0], 1.0, seed=-1)
+    with pytest.raises(TypeError, match="seed"):
+        pyvrp_solve(inst[0], 1.0, seed=None)  # type: ignore[arg-type]
 
 
 def test_pyvrp_iteration_budget_is_reproducible() -> None:

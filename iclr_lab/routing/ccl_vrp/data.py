@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import torch
 
-from iclr_lab.core.validation import check_choice, check_int
+from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.routing.evaluate import TEST_COUNT
 from iclr_lab.routing.instances import ID_VARIANTS, MB_VARIANTS, VRPBatch
 from iclr_lab.routing.model import GATE_NAMES, RoutingPolicy, rollout
 
@@ -39,7 +40,7 @@ def policy(model: str, seed: int = 0) -> RoutingPolicy:
     from iclr_lab.routing.train import load_policy
 
     check_choice("model", model, MODELS)
-    check_choice("seed", seed, TRAIN_SEEDS)
+    check_choice("seed", check_int("seed", seed, min(TRAIN_SEEDS), max(TRAIN_SEEDS)), TRAIN_SEEDS)
     return load_policy(model, seed=seed)
 
 
@@ -54,8 +55,8 @@ def test_instance(variant: str, instance: int) -> VRPBatch:
     """Instance ``instance`` (0..99) of the chapter's test set for ``variant`` (a batch of one): the
     row ``(variant, instance)`` of the shipped costs."""
     check_choice("variant", variant, ID_VARIANTS + MB_VARIANTS)
-    batch = _test_set(variant)
-    return batch[check_int("instance", instance, 0, batch.batch_size - 1)]
+    instance = check_int("instance", instance, 0, TEST_COUNT - 1)  # before the set is generated
+    return _test_set(variant)[instance]
 
 
 test_instance.__test__ = False  # type: ignore[attr-defined]  # not a pytest test, whatever imports it
@@ -81,9 +82,13 @@ def route_stops(instance: VRPBatch, routes: Sequence[Sequence[int]]) -> pd.DataF
 def gate_trace(pol: RoutingPolicy, instances: VRPBatch, *, p_reembed: float = 1.0) -> pd.DataFrame:
     """RGCR's gates (eq. ``ccl_vrp-eq-gate``) along the greedy tour of the best start of each
     instance (identity symmetry): one row per instance x decoding step x constraint, with the
-    current node and its kind. Steps after the tour is complete are dropped."""
-    if pol.config.decoder != "ccl":
+    current node and its kind. Steps after the tour is complete are dropped. ``p_reembed``, the
+    TSNR probability while decoding, is in ``[0, 1]``."""
+    if not isinstance(pol, RoutingPolicy) or pol.config.decoder != "ccl":
         raise ValueError("pol must be a CCL policy (the static decoder has no gates)")
+    if not isinstance(instances, VRPBatch):
+        raise TypeError(f"instances must be a VRPBatch, got {type(instances).__name__}")
+    p_reembed = check_range("p_reembed", p_reembed, 0.0, 1.0)
     with torch.no_grad():
         was = pol.training
         pol.eval()

@@ -29,7 +29,7 @@ from iclr_lab.core.progress import progress
 from iclr_lab.core.report import Claim, Report, timed
 from iclr_lab.core.scales import pick, seed_everything
 from iclr_lab.core.stats import loglog_slope
-from iclr_lab.core.validation import check_int
+from iclr_lab.core.validation import check_int, check_seed
 from iclr_lab.routing.ccl_vrp.data import (
     LABELS,
     MODELS,
@@ -161,12 +161,14 @@ def _difference(long: pd.DataFrame, draws: int, rng: np.random.Generator) -> pd.
 
 def live_sample(instances: Sequence[int], per_variant: int, seed: int) -> dict[str, list[int]]:
     """The test instances the chapter re-runs at ``seed``: ``per_variant`` of ``instances`` for each
-    in-distribution variant, drawn without replacement, each variant its own draw."""
+    in-distribution variant, drawn without replacement, each variant its own draw.
+    ``per_variant`` is in ``[1, len(instances)]``, ``seed`` in ``[0, 2**32 - 1]``."""
     per_variant = check_int("per_variant", per_variant, 1)
+    seed = check_seed(seed)
     pool = np.array(sorted(int(i) for i in instances))
     if per_variant > len(pool):
         raise ValueError(f"per_variant must be at most {len(pool)} (the test instances), got {per_variant}")
-    rng = np.random.default_rng(check_int("seed", seed, 0))
+    rng = np.random.default_rng(seed)
     return {v: sorted(int(i) for i in rng.choice(pool, per_variant, replace=False)) for v in ID_VARIANTS}
 
 

@@ -23,6 +23,7 @@ from iclr_lab.routing.ccl_vrp.data import (
     route_stops,
     test_instance,
 )
+from iclr_lab.routing.evaluate import TEST_COUNT
 from iclr_lab.routing.instances import ID_VARIANTS, MB_VARIANTS
 from iclr_lab.routing.model import GATE_NAMES, solve
 
@@ -190,14 +191,14 @@ def _segments(stops: pd.DataFrame) -> pd.DataFrame:
 def route_chart(variant: str = "VRPBLTW", instance: int = 0, model: str = "ccl") -> alt.TopLevelMixin:
     """The routes of the shipped seed-0 policy ``model`` (x8 augmentation, greedy multi-start) beside
     PyVRP's on test instance ``instance`` of ``variant``, both solved live, with their costs and
-    the policy's gap."""
+    the policy's gap. ``instance`` is in ``[0, 99]``."""
+    check_choice("variant", variant, _VARIANTS)
+    check_choice("model", model, MODELS)
+    instance = check_int("instance", instance, 0, TEST_COUNT - 1)
     import altair as alt
 
     from iclr_lab.routing.solvers import pyvrp_solve
 
-    check_choice("variant", variant, _VARIANTS)
-    check_choice("model", model, MODELS)
-    instance = check_int("instance", instance, 0)
     inst = test_instance(variant, instance)
     sol = solve(policy(model, 0), inst, augment=8)
     ref_cost, ref_routes = pyvrp_solve(inst, **PYVRP_SETTINGS)
@@ -248,11 +249,12 @@ def explorer() -> Any:
 def gate_chart(variant: str = "VRPBLTW", instance: int = 0) -> alt.TopLevelMixin:
     """RGCR's gates (eq. ``ccl_vrp-eq-gate``) along the shipped seed-0 CCL policy's greedy tour of
     test instance ``instance`` of ``variant``, one line per constraint; the gate of an attribute
-    the instance does not have stays at 0."""
+    the instance does not have stays at 0. ``instance`` is in ``[0, 99]``."""
+    check_choice("variant", variant, _VARIANTS)
+    instance = check_int("instance", instance, 0, TEST_COUNT - 1)
     import altair as alt
 
-    check_choice("variant", variant, _VARIANTS)
-    trace = gate_trace(policy("ccl", 0), test_instance(variant, check_int("instance", instance, 0)))
+    trace = gate_trace(policy("ccl", 0), test_instance(variant, instance))
     depot = alt.Chart(trace[(trace.kind == "depot") & (trace.constraint == GATE_NAMES[0])]).mark_rule(
         color="#bbbbbb").encode(x="step:Q")
     lines = alt.Chart(trace).mark_line(point=alt.OverlayMarkDef(size=20)).encode(
