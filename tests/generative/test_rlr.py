@@ -164,6 +164,45 @@ def test_bad_shapes_and_types(model):
         rlr.step_terms(model, _reward(), 8, model.steps + 1)
 
 
+def test_bad_arrays_and_counts_name_the_parameter(model):
+    d = model.adapter_size
+    nan_phi = torch.full((d,), math.nan)
+    # a NaN adapter was accepted and gave NaN gradients
+    with pytest.raises(ValueError, match="phi must be finite"):
+        rlr.estimate_gradient("ddpo", model, _reward(), 8, phi=nan_phi)
+    with pytest.raises(ValueError, match="phi must be finite"):
+        rlr.step_terms(model, _reward(), 8, 1, phi=nan_phi)
+    traj = model.trajectory(4, torch.Generator().manual_seed(0), features=True)
+    with pytest.raises(ValueError, match=r"adv must have shape \(4,\)"):
+        rlr.lr_step_closed_form(model, traj, torch.zeros(3), 1, model.zero_adapter())
+    with pytest.raises(ValueError, match="step must be an integer in"):
+        rlr.lr_step_closed_form(model, traj, torch.zeros(4), 0, model.zero_adapter())
+    with pytest.raises(ValueError, match="phi must have shape"):
+        rlr.lr_step_closed_form(model, traj, torch.zeros(4), 1, torch.zeros(d - 1))
+    with pytest.raises(ValueError, match="x must have shape"):
+        rlr.mode_fraction(torch.zeros(5), (0.0, 0.0))
+    with pytest.raises(ValueError, match="radius"):
+        rlr.mode_fraction(torch.zeros(5, 2), (0.0, 0.0), radius=-1.0)
+    # each count is named as the caller passes it (it was estimate_gradient's n_samples)
+    with pytest.raises(ValueError, match="n_zo"):
+        rlr.bias_variance(model, n_ref=8, n_main=8, n_other=8, n_zo=1)
+    with pytest.raises(TypeError, match="snapshot_samples"):
+        rlr.finetune("ddpo", model, _reward(), steps=1, snapshot_samples=1.5)  # type: ignore[arg-type]
+
+
+def test_explorer_checks_before_pretraining(monkeypatch):
+    from iclr_lab.generative.rlr import experiments
+
+    def boom(*args, **kwargs):
+        raise AssertionError("pretrained before the arguments were checked")
+
+    monkeypatch.setattr(experiments, "_pretrained", boom)
+    with pytest.raises(TypeError, match="h must be an integer"):
+        rlr.explorer_chart(h="x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"K must be an integer in \[1, 20\]"):
+        rlr.explorer_chart(K=0)
+
+
 # --- the chapter's pipeline ---------------------------------------------------------------------
 
 def test_smoke_report_has_every_claim_and_chart(smoke_report):

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.core.validation import check_array, check_int, check_range, check_seed
 
 __all__ = ["ADAPTER_BOUND", "MODES", "TinyDiffusion", "Trajectory", "mode_fraction", "pretrain",
            "sample_mixture", "target_reward"]
@@ -41,8 +41,11 @@ Reward = Callable[[torch.Tensor], torch.Tensor]
 
 
 def sample_mixture(n: int, gen: torch.Generator) -> torch.Tensor:
-    """``n`` points of the 4-mode Gaussian mixture (centres ``MODES``, std ``MODE_STD``)."""
+    """``n`` points (``n >= 1``) of the 4-mode Gaussian mixture (centres ``MODES``, std
+    ``MODE_STD``), drawn from ``gen``."""
     n = check_int("n", n, 1)
+    if not isinstance(gen, torch.Generator):
+        raise TypeError(f"gen must be a torch.Generator, got {type(gen).__name__}")
     idx = torch.randint(0, len(MODES), (n,), generator=gen)
     centres = torch.as_tensor(MODES, dtype=torch.float32)[idx]
     return centres + MODE_STD * torch.randn(n, 2, generator=gen)
@@ -60,8 +63,11 @@ def target_reward(target: tuple[float, float]) -> Reward:
 
 
 def mode_fraction(x: torch.Tensor, target: tuple[float, float], radius: float = 1.0) -> float:
-    """Fraction of the points ``x`` within ``radius`` of ``target`` (the fine-tuning metric)."""
-    c = torch.tensor([float(target[0]), float(target[1])])
+    """Fraction of the points ``x`` (shape ``(n, 2)``, ``n >= 1``, finite) within ``radius``
+    (in ``(0, inf)``) of ``target`` (two finite coordinates): the fine-tuning metric."""
+    x = check_array("x", x, shape=(None, 2))
+    c = torch.tensor([check_range("target[0]", target[0]), check_range("target[1]", target[1])])
+    radius = check_range("radius", radius, 0.0, low_open=True)
     return float(((x - c).norm(dim=-1) <= radius).float().mean())
 
 
@@ -142,7 +148,9 @@ class TinyDiffusion(nn.Module):
         steps: number of denoising steps ``T`` (>= 2).
         hidden: width of the MLP's two hidden layers.
         beta_min, beta_max: the noise schedule's ends, ``0 < beta_min <= beta_max < 1``.
-        seed: seeds the initial weights.
+        seed: seeds the initial weights, in ``[0, 2**32 - 1]``.
+
+    ``steps`` is in ``[2, 1000]`` and ``hidden`` in ``[2, 4096]``.
     """
 
     betas: torch.Tensor
@@ -159,7 +167,7 @@ class TinyDiffusion(nn.Module):
         self.hidden = check_int("hidden", hidden, 2, 4096)
         beta_min = check_range("beta_min", beta_min, 0.0, 1.0, low_open=True, high_open=True)
         beta_max = check_range("beta_max", beta_max, beta_min, 1.0, high_open=True)
-        gen = torch.Generator().manual_seed(check_int("seed", seed, 0))
+        gen = torch.Generator().manual_seed(check_seed(seed))
         betas = torch.linspace(beta_min, beta_max, self.steps, dtype=torch.float64)
         alphas = 1.0 - betas
         abar = torch.cumprod(alphas, 0)
@@ -336,11 +344,15 @@ def pretrain(model: TinyDiffusion, *, steps: int = 1500, batch_size: int = 256, 
     """Fit ``eps_theta`` to the 4-mode mixture with the DDPM noise-prediction loss; returns the losses.
 
     Adam with a cosine-decayed learning rate; the data and the noise come from ``seed``.
+    ``steps`` and ``batch_size`` are at least 1, ``lr`` in ``(0, inf)``, ``seed`` in
+    ``[0, 2**32 - 1]``.
     """
+    if not isinstance(model, TinyDiffusion):
+        raise TypeError(f"model must be a TinyDiffusion, got {type(model).__name__}")
     steps = check_int("steps", steps, 1)
     batch_size = check_int("batch_size", batch_size, 1)
     lr = check_range("lr", lr, 0.0, low_open=True)
-    gen = torch.Generator().manual_seed(check_int("seed", seed, 0))
+    gen = torch.Generator().manual_seed(check_seed(seed))
     opt = _CosineAdam(list(model.parameters()), lr=lr, steps=steps)
     losses = []
     for _ in range(steps):

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
 from iclr_lab.generative.rlr.diffusion import (
     ADAPTER_BOUND,
     TinyDiffusion,
@@ -41,6 +41,25 @@ __all__ = ["METHODS", "estimate_gradient", "finetune", "lr_step_closed_form", "s
 METHODS = ("full_bp", "truncated", "ddpo", "rlr", "rlr_code")
 
 Reward = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _check_phi(phi: Any, model: TinyDiffusion, rows: int | None = None) -> torch.Tensor:
+    """``phi`` checked: a finite tensor of shape ``(d,)`` or ``(G, d)`` with ``d`` the model's
+    adapter size (``G == rows`` when ``rows`` is given); returned detached."""
+    d = model.adapter_size
+    if not isinstance(phi, torch.Tensor):
+        raise TypeError(f"phi must be a torch.Tensor, got {type(phi).__name__}")
+    if phi.dim() not in (1, 2) or phi.shape[-1] != d or (phi.dim() == 2 and rows is not None
+                                                         and phi.shape[0] != rows):
+        g = "G" if rows is None else str(rows)
+        raise ValueError(f"phi must have shape ({d},) or ({g}, {d}), got {tuple(phi.shape)}")
+    return check_array("phi", phi.detach())
+
+
+def _check_model(model: Any) -> TinyDiffusion:
+    if not isinstance(model, TinyDiffusion):
+        raise TypeError(f"model must be a TinyDiffusion, got {type(model).__name__}")
+    return model
 
 
 def _per_sample(phi: torch.Tensor, n: int) -> torch.Tensor:
@@ -137,8 +156,8 @@ def estimate_gradient(method: str, model: TinyDiffusion, reward: Reward, n_sampl
         model: a (pretrained, frozen) :class:`~iclr_lab.generative.rlr.diffusion.TinyDiffusion`.
         reward: a differentiable ``R``, one value per row of its input.
         n_samples: trajectories (>= 2: the LR baseline leaves one out).
-        phi: the adapter at which to differentiate, shape ``(d,)`` (default: zero, the pretrained
-            model); or ``(G, d)``: ``G`` adapters, ``n_samples`` trajectories each, returned
+        phi: the adapter at which to differentiate, finite, shape ``(d,)`` (default: zero, the
+            pretrained model); or ``(G, d)``: ``G`` adapters, ``n_samples`` trajectories each, returned
             group after group (``G * n_samples`` rows; :func:`finetune` runs seeds this way).
         gen: the random generator (default: a fresh one seeded with 0).
         K: steps backpropagated by ``truncated`` (1..T).
@@ -150,17 +169,14 @@ def estimate_gradient(method: str, model: TinyDiffusion, reward: Reward, n_sampl
         chain_len: ``rlr_code`` only: random LR steps per trajectory (1..T-1).
     """
     check_choice("method", method, METHODS)
-    T = model.steps
+    T = _check_model(model).steps
     check_int("n_samples", n_samples, 2)
     K = check_int("K", K, 1, T)
     h = check_int("h", h, 1, T - 1)
     chain_len = check_int("chain_len", chain_len, 1, T - 1)
     zo_scale = check_range("zo_scale", zo_scale, 0.0, low_open=True)
     gen = torch.Generator().manual_seed(0) if gen is None else gen
-    phi = model.zero_adapter() if phi is None else phi.detach()
-    if phi.shape[-1] != model.adapter_size or phi.dim() not in (1, 2):
-        raise ValueError(f"phi must have shape ({model.adapter_size},) or (G, {model.adapter_size}), "
-                         f"got {tuple(phi.shape)}")
+    phi = model.zero_adapter() if phi is None else _check_phi(phi, model)
     groups = 1 if phi.dim() == 1 else phi.shape[0]
     Phi = _per_sample(phi, n_samples)
     # phi = 0 (Experiment A): the graph-free passes skip the adapter (it adds an exact 0) and
@@ -237,15 +253,19 @@ def step_terms(model: TinyDiffusion, reward: Reward, n_samples: int, step: int, 
     ``parts`` picks which of ``fo``, ``lr``, ``ho`` and ``closed_form`` to compute (the same
     trajectories either way); ``ho_term`` replaces the half-order surrogate (a test hook: the
     chapter's check that a wrong sub-chain is caught).
+
+    ``n_samples`` is at least 2 (the leave-one-out baseline), ``step`` in ``1..T``, ``h`` in
+    ``1..T - step + 1``; ``phi``, the adapter (default zero), is a finite tensor of shape ``(d,)``.
     """
-    T = model.steps
+    T = _check_model(model).steps
     for p in parts:
         check_choice("parts", p, ("fo", "lr", "ho", "closed_form"))
     step = check_int("step", step, 1, T)
     h = check_int("h", h, 1, T - step + 1)
     n = check_int("n_samples", n_samples, 2)
     gen = torch.Generator().manual_seed(0) if gen is None else gen
-    phi = model.zero_adapter() if phi is None else phi.detach()
+    # one adapter for every trajectory: the closed form and the per-sample leaves take (d,)
+    phi = model.zero_adapter() if phi is None else _check_phi(phi, model, rows=1).reshape(-1)
     zero = not bool(phi.any())
     traj = model.trajectory(n, gen, None if zero else phi, features=True)
     adv = _loo_advantage(reward(traj.xs[0]))
@@ -284,9 +304,20 @@ def lr_step_closed_form(model: TinyDiffusion, traj: Trajectory, adv: torch.Tenso
     ``mu = (x - c_t eps) / sqrt(alpha_t)`` with ``eps = W h + b + A tanh(u)``, ``u = dW h + db``, so
     ``d mu / d dW = -(c_t A / sqrt(alpha_t)) (1 - tanh(u)^2) e_k h^T``: the term is
     ``-(R - b) (c_t A / sqrt(alpha_t)) [outer(v, h_t), v]`` with ``v = (1 - tanh(u)^2) z_t / sigma_t^2``.
+
+    ``traj`` holds ``n`` chains of ``model``; ``adv`` is finite, shape ``(n,)``; ``step`` is in
+    ``1..T``; ``phi`` is finite, shape ``(d,)`` or ``(n, d)``.
     """
-    i = step - 1
+    T = _check_model(model).steps
+    if not isinstance(traj, Trajectory) or traj.xs.dim() != 3 or traj.xs.shape[0] != T + 1:
+        raise ValueError(f"traj must be a Trajectory of model's {T} steps (xs of shape (T + 1, n, 2))")
     n = traj.xs.shape[1]
+    if not isinstance(adv, torch.Tensor):
+        raise TypeError(f"adv must be a torch.Tensor, got {type(adv).__name__}")
+    adv = check_array("adv", adv, shape=(n,))
+    step = check_int("step", step, 1, T)
+    phi = _check_phi(phi, model, rows=n)
+    i = step - 1
     with torch.no_grad():
         hfeat = model.features(traj.xs[step], step)
         u = model.adapter_pre(hfeat, phi)
@@ -310,11 +341,16 @@ def finetune(method: str, model: TinyDiffusion, reward: Reward, *, steps: int = 
     within radius 1 of ``target``. Keyword arguments go to :func:`estimate_gradient` (``K``,
     ``h``, ``zo``, ...).
 
+    Ranges: ``steps``, ``runs``, ``eval_every``, ``eval_samples`` and ``snapshot_samples`` at
+    least 1, ``batch_size`` at least 2 (the leave-one-out baseline), every ``lr`` in ``(0, inf)``,
+    ``seed`` in ``[0, 2**32 - 1]``, each of ``snapshots`` in ``[0, steps]``; ``target`` finite.
+
     Returns:
         ``(log, clouds)``: the log (columns ``step``, ``run``, ``lr``, ``reward``, ``fraction``)
         and ``{step: array (snapshot_samples, 2)}`` of the first run at each step in ``snapshots``.
     """
     check_choice("method", method, METHODS)
+    _check_model(model)
     steps = check_int("steps", steps, 1)
     batch_size = check_int("batch_size", batch_size, 2)
     runs = check_int("runs", runs, 1)
@@ -324,13 +360,15 @@ def finetune(method: str, model: TinyDiffusion, reward: Reward, *, steps: int = 
         raise ValueError("lr must hold at least one learning rate")
     eval_every = check_int("eval_every", eval_every, 1)
     eval_samples = check_int("eval_samples", eval_samples, 1)
-    gen = torch.Generator().manual_seed(check_int("seed", seed, 0))
+    snapshots = [check_int("snapshots", k, 0, steps) for k in snapshots]
+    snapshot_samples = check_int("snapshot_samples", snapshot_samples, 1)
+    c = torch.tensor([check_range("target[0]", target[0]), check_range("target[1]", target[1])])
+    gen = torch.Generator().manual_seed(check_seed(seed))
     G = len(rates) * runs
     lr_of = torch.tensor([r for r in rates for _ in range(runs)])[:, None]
     phi = torch.zeros(G, model.adapter_size)
     m1, m2 = torch.zeros_like(phi), torch.zeros_like(phi)
     b1, b2, eps = 0.9, 0.999, 1e-8  # torch.optim.Adam's defaults
-    c = torch.tensor([float(target[0]), float(target[1])])
     rows, clouds = [], {}
 
     def record(k: int) -> None:

@@ -26,7 +26,7 @@ from iclr_lab.core.progress import progress
 from iclr_lab.core.report import Claim, Report, timed
 from iclr_lab.core.scales import pick, seed_everything
 from iclr_lab.core.tuning import tune, tuning_seeds
-from iclr_lab.core.validation import check_int
+from iclr_lab.core.validation import check_int, check_seed
 from iclr_lab.generative.rlr.diffusion import TinyDiffusion, pretrain, target_reward
 from iclr_lab.generative.rlr.estimators import estimate_gradient, finetune, step_terms
 
@@ -124,10 +124,21 @@ def bias_variance(model: TinyDiffusion, *, n_ref: int, n_main: int, n_other: int
     """Experiment A: one row per estimator with its relative bias, the 3-SE half-width of that
     bias, ``z = ||mean - g*|| / SE``, the relative variance ``tr Cov / ||g*||^2`` of one
     trajectory's estimate, the cosine between its mean and ``g*``, and the number of steps whose
-    graph it keeps at once."""
+    graph it keeps at once.
+
+    ``n_ref``, ``n_main``, ``n_other`` and ``n_zo`` (trajectories) are at least 2, ``seed`` is in
+    ``[0, 2**32 - 1]``, each of ``ks`` in ``1..T`` and ``h`` in ``1..T - 1``."""
+    if not isinstance(model, TinyDiffusion):
+        raise TypeError(f"model must be a TinyDiffusion, got {type(model).__name__}")
+    T = model.steps
+    # checked here, under the caller's names, before the reference gradient is drawn
+    n_ref, n_main, n_other, n_zo = (check_int(name, v, 2) for name, v in (
+        ("n_ref", n_ref), ("n_main", n_main), ("n_other", n_other), ("n_zo", n_zo)))
+    seed = check_seed(seed)
+    ks = tuple(check_int("ks", k, 1, T) for k in ks)
+    h = check_int("h", h, 1, T - 1)
     reward = target_reward(GRAD_TARGET)
     gen = torch.Generator().manual_seed(seed)
-    T = model.steps
     ref = estimate_gradient("full_bp", model, reward, n_ref, gen=gen)
     plan: list[tuple[str, str, dict[str, Any], int, int]] = [
         (FULL, "full_bp", {}, n_other, T),
@@ -531,15 +542,19 @@ EXPLORER_SAMPLES = 2048
 def explorer_chart(h: int = 2, K: int = 1, n_samples: int = EXPLORER_SAMPLES) -> alt.TopLevelMixin:
     """Relative bias (±3 SE) and relative variance of DDPO, RLR without ZO with sub-chain length
     ``h`` and truncated backprop through ``K`` steps (``rlr-eq-rlr``, ``rlr-eq-trunc``), at a
-    small pretrained model (cached), against ``n_samples`` full-backprop gradients."""
+    small pretrained model (cached), against ``n_samples`` full-backprop gradients. ``h`` is in
+    ``1..T - 1`` and ``K`` in ``1..T`` (``T = 20``), ``n_samples`` at least 2."""
     import altair as alt
 
     from iclr_lab.core.charts import palette
 
+    # checked before the model is pretrained (seconds, on the first call); an untrained model of
+    # the same configuration gives the number of steps
+    T = TinyDiffusion().steps
+    h = check_int("h", h, 1, T - 1)
+    K = check_int("K", K, 1, T)
+    n = check_int("n_samples", n_samples, 2)
     model = _pretrained(EXPLORER_PRETRAIN, 0)
-    h = check_int("h", int(h), 1, model.steps - 1)
-    K = check_int("K", int(K), 1, model.steps)
-    n = check_int("n_samples", int(n_samples), 2)
     reward = target_reward(GRAD_TARGET)
     gen = torch.Generator().manual_seed(0)
     ref = estimate_gradient("full_bp", model, reward, n, gen=gen)
