@@ -21,6 +21,11 @@ def _fmt(x: float) -> str:
     return "inf" if x == math.inf else "-inf" if x == -math.inf else f"{x:g}"
 
 
+def _fmt_int(x: float) -> str:
+    # integer bounds in full: "[0, 4294967295]", not "[0, 4.29497e+09]"
+    return _fmt(x) if math.isinf(x) else str(int(x))
+
+
 def check_real(name: str, value: Any) -> float:
     """Return ``value`` as a float, or raise ``TypeError`` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, Real):
@@ -88,7 +93,8 @@ def check_int(name: str, value: Any, low: int | None = None, high: int | None = 
         raise ValueError(f"low must be <= high, got low={low!r} and high={high!r}")
     n = int(value)
     if not lo <= n <= hi:
-        raise ValueError(f"{name} must be an integer in [{_fmt(lo)}, {_fmt(hi)}], got {value!r}")
+        raise ValueError(f"{name} must be an integer in [{_fmt_int(lo)}, {_fmt_int(hi)}], got "
+                         f"{value!r}")
     return n
 
 

@@ -72,7 +72,6 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     "iclr_lab.core.charts.reference_line": lambda: {"value": 1.0},
     "iclr_lab.core.charts.sweep": lambda: {"df": _df(), "x": "x", "y": "y", "param": "lr"},
     "iclr_lab.core.charts.thin": lambda: {"df": _df(), "x": "x"},
-    "iclr_lab.core.collective.Collective": lambda: {"rank": 0, "world_size": 1},
     "iclr_lab.core.collective.SimulatedCollective": lambda: {"rank": 0, "hub": _hub()},
     "iclr_lab.core.collective.buckets": lambda: {"tensors": [_tensors()["param"]], "cap_bytes": 16},
     "iclr_lab.core.collective.comm_seconds": lambda: {"counts": _counts(), "world_size": 2,
