@@ -18,6 +18,7 @@ from iclr_lab.online.discounted_oco import (
     AbsoluteLoss,
     LinearLoss,
     SquaredLoss,
+    checkpoints,
     discounted_comparator,
     discounted_regret,
     discounted_sum,
@@ -478,6 +479,93 @@ def test_worst_regret_is_the_max_over_checkpoints() -> None:
     assert np.allclose(worst, series.max(axis=0))
     ts = np.arange(10, 601, 10)  # every n/4 rounds
     assert np.allclose(series, discounted_regret(f, 1 - 1 / 40, "absolute", y, times=ts))
+
+
+# ------------------------------------------------------------------ bad input (issue 24)
+
+
+def _names(name: str) -> str:
+    """A regex that matches ``name`` as a whole word (``x`` is not named by ``max``)."""
+    return rf"(?<![A-Za-z0-9_]){name}(?![A-Za-z0-9_])"
+
+
+@pytest.mark.parametrize(("make", "name"), [
+    (lambda: SquaredLoss([1.0, math.nan], 0.0), "x"),
+    (lambda: SquaredLoss(np.ones((2, 2)), 0.0), "x"),
+    (lambda: SquaredLoss([1.0, 2.0], math.inf), "y"),
+    (lambda: SquaredLoss([1.0, 2.0], "0.5"), "y"),
+    (lambda: LinearLoss([1.0, math.nan]), "g"),
+    (lambda: LinearLoss([]), "g"),
+    (lambda: LinearLoss(np.ones((2, 2))), "g"),
+    (lambda: AbsoluteLoss(math.nan), "y"),
+    (lambda: AbsoluteLoss(0.5, x=[math.inf, 1.0]), "x"),
+])
+def test_losses_refuse_bad_numbers_at_construction(make, name) -> None:
+    """Issue 24, item 6: a NaN target or gradient used to be stored and turn every later decision
+    and regret NaN."""
+    with pytest.raises((ValueError, TypeError), match=_names(name)):
+        make()
+
+
+def test_ogd_refuses_a_string_step() -> None:
+    """Issue 24, item 6: ``OGD(lr="0.5")`` used to be read as 0.5 by ``np.asarray(dtype=float)``."""
+    with pytest.raises(TypeError, match=_names("lr")):
+        OGD(lr="0.5")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=_names("lr")):
+        OGD(lr=["0.5", "1.0"])
+    with pytest.raises(TypeError, match=_names("lam")):
+        OGD.tuned_lr("0.9", 2.0, 1.0)  # type: ignore[arg-type]
+    assert OGD(lr=np.float32(0.5)).lr[0] == 0.5  # numpy numbers are numbers
+
+
+@pytest.mark.parametrize(("call", "name"), [
+    (lambda: discounted_sum(np.array(1.0), 0.9), "values"),
+    (lambda: discounted_sum([], 0.9), "values"),
+    (lambda: discounted_sum(["a", "b"], 0.9), "values"),
+    (lambda: discounted_sum([1.0, math.nan], 0.9), "values"),
+    (lambda: discounted_sum([1.0, 2.0], "0.9"), "lam"),
+    (lambda: dnp_trace(10.0, 0.1, []), "bits"),
+    (lambda: dnp_trace(10.0, 0.1, [0.5, math.nan]), "bits"),
+    (lambda: dnp_trace(10.0, 0.1, [0.5, 2.0]), "bits"),
+    (lambda: dnp_trace([10.0, 20.0], 0.1, np.zeros((5, 3))), "n"),
+    (lambda: discounted_regret(np.zeros(5), 0.9, "absolute", np.zeros(6)), "learner_losses"),
+    (lambda: discounted_regret(np.zeros((4, 2)).ravel(), 0.9, "absolute", np.zeros(4)),
+     "learner_losses"),
+    (lambda: discounted_regret([[[0.0]]], 0.9, "absolute", np.zeros(1)), "learner_losses"),
+    (lambda: discounted_regret(np.zeros(4), 0.9, "linear", np.zeros(4), times=[1.5]), "times"),
+    (lambda: discounted_regret(np.zeros(4), 0.9, "linear", np.zeros(4), times=[[1]]), "times"),
+    (lambda: discounted_regret(np.zeros(4), 0.9, "squared", np.zeros(4)), "data"),
+    (lambda: discounted_regret(np.zeros(4), 0.9, "squared", (np.zeros((3, 2)), np.zeros(4))),
+     "data"),
+    (lambda: discounted_comparator(0.9, "linear", np.zeros((0, 2))), "data"),
+    (lambda: fixed_step_grid(0), "T"),
+    (lambda: worst_regret(np.zeros((6, 2)), np.zeros(6), 0), "n"),
+    (lambda: worst_regret(np.zeros(12), np.zeros(6), 4.0), "losses"),
+    (lambda: worst_regret(np.zeros((6, 2)), np.zeros((6, 2)), 4.0), "y"),
+    (lambda: projected_step(np.zeros((2, 1)), np.ones(3), np.ones((2, 1)), 1.0), "lr"),
+    (lambda: projected_step(np.zeros((2, 1)), np.ones(2), np.ones((2, 3)), 1.0), "grad"),
+    (lambda: projected_step([[0.0]], np.ones(1), np.ones((1, 1)), 1.0), "W"),
+    (lambda: sogd_bound(0.9, 16, -2.0, 1.0), "D"),
+    (lambda: sogd_bound(0.9, 16, 2.0, math.nan), "G"),
+    (lambda: two_scale_stream(16, 0), "rng"),
+    (lambda: checkpoints(0, 4.0), "T"),
+])
+def test_shape_and_type_errors_name_the_argument(call, name) -> None:
+    """Issue 24, item 7: these used to end in numpy's, scipy's or Python's own error (a broadcast
+    or reshape failure, a division by zero, an IndexError), or to return a wrong answer."""
+    with pytest.raises((ValueError, TypeError), match=_names(name)):
+        call()
+
+
+def test_dnp_trace_chart_refuses_a_missing_seed() -> None:
+    """Issue 24, item 4: ``seed=None`` used to draw fresh entropy (a chart that changes on every
+    call)."""
+    from iclr_lab.online.discounted_oco import dnp_trace_chart
+
+    with pytest.raises(TypeError, match=_names("seed")):
+        dnp_trace_chart(T=20, seed=None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=_names("seed")):
+        dnp_trace_chart(T=20, seed=-1)
 
 
 # ------------------------------------------------------------------ reproduce, charts, widget

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.core.validation import check_array, check_int, check_range
 from iclr_lab.online.discounted_oco.learners import (
     DEFAULT_CN,
     DNP,
@@ -77,9 +77,14 @@ def two_scale_stream(T: int, rng: np.random.Generator, *, half_period: int = 100
     long enough that every learner has a positive worst discounted regret at memories up to
     about ``T / 8``.
 
+    ``T >= 8`` rounds, ``half_period >= 1``, ``amp`` and ``noise`` in ``[0, inf)``; ``rng`` is a
+    ``numpy.random.Generator``.
+
     Returns:
         ``(y, volatile)``: the targets and a boolean mask of the rounds in the volatile phase.
     """
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     T = check_int("T", T, 8)
     half_period = check_int("half_period", half_period, 1)
     check_range("amp", amp, 0.0)
@@ -98,13 +103,22 @@ def two_scale_stream(T: int, rng: np.random.Generator, *, half_period: int = 100
 
 def fixed_step_grid(T: int, tau: float = 2.0) -> np.ndarray:
     """The step sizes of SOGD's learners: ``B_0``'s ``D/(G sqrt T)``, then the Theorem 1 step of every
-    discount of the grid ``discounted_oco-eq-grid`` (increasing). Each is a fixed-step baseline."""
+    discount of the grid ``discounted_oco-eq-grid`` (increasing). Each is a fixed-step baseline.
+
+    ``T >= 2`` and ``2 <= tau <= T``, as for :meth:`SOGD.grid`.
+    """
+    T = check_int("T", T, 2)
     return np.concatenate([[D / (G * math.sqrt(T))], OGD.tuned_lr(SOGD.grid(T, tau), D, G)])
 
 
 def checkpoints(T: int, n: float) -> np.ndarray:
     """Horizons at which Experiment 3 evaluates the discounted regret of memory ``n``: every
-    ``min(n/4, 256)`` rounds (at least every round), so each memory is sampled several times."""
+    ``min(n/4, 256)`` rounds (at least every round), so each memory is sampled several times.
+
+    ``T >= 1`` rounds; the memory ``n`` is in ``[1, inf)``.
+    """
+    T = check_int("T", T, 1)
+    n = check_range("n", n, 1.0)
     step = int(max(1, min(n // 4, 256)))
     return np.arange(step, T + 1, step)
 
@@ -113,8 +127,17 @@ def worst_regret(losses: np.ndarray, y: np.ndarray, n: float) -> tuple[np.ndarra
     """``max_t D-Regret(t, lambda)`` with ``lambda = 1 - 1/n`` over :func:`checkpoints`, for each column
     of ``losses`` (``f_t(w_t)`` of several learners on ``|w - y_t|``, ``W = [-1, 1]``).
 
+    ``y`` is a non-empty finite 1-D array of the ``T`` targets, ``losses`` a finite array of shape
+    ``(T,)`` or ``(T, k)``, and the memory ``n`` is in ``(1, inf)`` (``lambda`` in ``(0, 1)``).
+
     Returns ``(worst, series)``: the maximum per learner and the regret at every checkpoint.
     """
+    n = check_range("n", n, 1.0, low_open=True)
+    y = np.asarray(check_array("y", y, ndim=1), dtype=float)
+    losses = np.asarray(check_array("losses", losses, ndim=(1, 2)), dtype=float)
+    if losses.shape[0] != y.size:
+        raise ValueError(f"losses must have one row per target of y ({y.size}), got shape "
+                         f"{losses.shape}")
     ts = checkpoints(y.size, n)
     series = discounted_regret(losses.reshape(y.size, -1), 1.0 - 1.0 / n, "absolute", y, times=ts)
     return series.max(axis=0), series

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.core.validation import check_int, check_range, check_seed
 from iclr_lab.online.discounted_oco.experiments import (
     FAST,
     ORACLE,
@@ -274,15 +274,23 @@ def dnp_trace_chart(n: float = 1000.0, Z: float = 1e-4, mean: float = 0.6,
                     conservative: bool = True, lower_freeze: bool = False,
                     c_n: float | str = DEFAULT_CN) -> alt.VConcatChart:
     """Pure function behind :func:`explorer`: one DNP on bits ``clip(mean + noise U(-1,1))`` whose
-    sign flips half-way; plots ``x_t`` with the saturation level ``x*`` and ``omega_t``."""
+    sign flips half-way; plots ``x_t`` with the saturation level ``x*`` and ``omega_t``.
+
+    ``n >= 1``, ``Z`` in ``(0, 1]``, ``mean`` in ``[-1, 1]``, ``noise`` in ``[0, inf)``, ``T >= 2``,
+    ``seed`` in ``[0, 2**32 - 1]``.
+    """
+    check_range("n", n, 1.0)
+    check_range("Z", Z, 0.0, 1.0, low_open=True)
+    check_range("mean", mean, -1.0, 1.0)
+    check_range("noise", noise, 0.0)
+    T = check_int("T", T, 2)
+    seed = check_seed(seed)
+
     import altair as alt
     import pandas as pd
 
     from iclr_lab.core.charts import reference_line
 
-    check_range("mean", mean, -1.0, 1.0)
-    check_range("noise", noise, 0.0)
-    T = check_int("T", T, 2)
     rng = np.random.default_rng(seed)
     sign = np.where(np.arange(T) < T // 2, 1.0, -1.0)
     bits = np.clip(mean * sign + noise * rng.uniform(-1, 1, T), -1, 1)

@@ -31,7 +31,7 @@ from scipy.optimize import brentq
 from scipy.signal import lfilter
 from scipy.special import erf
 
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_array, check_choice, check_int, check_range
 
 __all__ = [
     "DNP",
@@ -55,6 +55,23 @@ __all__ = [
 #: the default constant in front of the DNP confidence ``discounted_oco-eq-dnp``
 DEFAULT_CN = "sqrt(n/8)"
 
+
+def _numbers(name: str, value: Any, low: float, high: float = math.inf, *,
+             low_open: bool | None = None, high_open: bool | None = None) -> np.ndarray:
+    """``value`` (a number or a 1-D array of them) as a float array, every entry checked with
+    ``check_range``. A string is refused (``np.asarray("0.5", dtype=float)`` would read it)."""
+    if np.ndim(value) == 0 and not isinstance(value, np.ndarray):
+        return np.asarray(check_range(name, value, low, high, low_open=low_open,
+                                      high_open=high_open))
+    arr = check_array(name, value, ndim=(0, 1), finite=False)
+    if arr.dtype.kind == "b":
+        raise TypeError(f"{name} must hold real numbers, got booleans")
+    out = np.asarray(arr, dtype=float)
+    for v in out.ravel():
+        check_range(name, float(v), low, high, low_open=low_open, high_open=high_open)
+    return out
+
+
 # ----------------------------------------------------------------------------------------------
 # Losses
 # ----------------------------------------------------------------------------------------------
@@ -69,12 +86,16 @@ class RoundLoss(Protocol):
 
 
 class LinearLoss:
-    """``f(w) = <g, w>`` (Lipschitz constant ``||g||``)."""
+    """``f(w) = <g, w>`` (Lipschitz constant ``||g||``).
+
+    Args:
+        g: the gradient, a finite number (1-D decisions) or a non-empty finite 1-D array.
+    """
 
     __slots__ = ("g",)
 
     def __init__(self, g: ArrayLike) -> None:
-        self.g = np.atleast_1d(np.asarray(g, dtype=float))
+        self.g = np.atleast_1d(np.asarray(check_array("g", g, ndim=(0, 1)), dtype=float))
 
     def value(self, W: np.ndarray) -> np.ndarray:
         return W @ self.g
@@ -84,13 +105,18 @@ class LinearLoss:
 
 
 class AbsoluteLoss:
-    """``f(w) = |<x, w> - y|``; with ``x=None`` the 1-D tracking loss ``|w - y|`` (Lipschitz ``||x||``)."""
+    """``f(w) = |<x, w> - y|``; with ``x=None`` the 1-D tracking loss ``|w - y|`` (Lipschitz ``||x||``).
+
+    Args:
+        y: the target, any finite number.
+        x: the features, a non-empty finite 1-D array (or ``None``).
+    """
 
     __slots__ = ("x", "y")
 
     def __init__(self, y: float, x: ArrayLike | None = None) -> None:
-        self.y = float(y)
-        self.x = None if x is None else np.asarray(x, dtype=float)
+        self.y = check_range("y", y)
+        self.x = None if x is None else np.asarray(check_array("x", x, ndim=1), dtype=float)
 
     def _pred(self, W: np.ndarray) -> np.ndarray:
         return W[..., 0] if self.x is None else W @ self.x
@@ -104,13 +130,18 @@ class AbsoluteLoss:
 
 
 class SquaredLoss:
-    """``f(w) = (<x, w> - y)^2 / 2`` (Lipschitz ``||x|| (||x|| R + |y|)`` on the ball of radius R)."""
+    """``f(w) = (<x, w> - y)^2 / 2`` (Lipschitz ``||x|| (||x|| R + |y|)`` on the ball of radius R).
+
+    Args:
+        x: the features, a finite number (1-D decisions) or a non-empty finite 1-D array.
+        y: the target, any finite number.
+    """
 
     __slots__ = ("x", "y")
 
     def __init__(self, x: ArrayLike, y: float) -> None:
-        self.x = np.atleast_1d(np.asarray(x, dtype=float))
-        self.y = float(y)
+        self.x = np.atleast_1d(np.asarray(check_array("x", x, ndim=(0, 1)), dtype=float))
+        self.y = check_range("y", y)
 
     def value(self, W: np.ndarray) -> np.ndarray:
         return 0.5 * (W @ self.x - self.y) ** 2
@@ -125,10 +156,8 @@ class SquaredLoss:
 
 
 def _check_lam(lam: ArrayLike, name: str = "lam") -> np.ndarray:
-    arr = np.asarray(lam, dtype=float)
-    for v in np.atleast_1d(arr).ravel():
-        check_range(name, float(v), 0.0, 1.0, low_open=True)
-    return arr
+    """A discount or a 1-D array of them, each in ``(0, 1]``."""
+    return _numbers(name, lam, 0.0, 1.0, low_open=True)
 
 
 def projected_step(W: np.ndarray, lr: np.ndarray, grad: np.ndarray, radius: float) -> np.ndarray:
@@ -136,7 +165,34 @@ def projected_step(W: np.ndarray, lr: np.ndarray, grad: np.ndarray, radius: floa
 
     ``W`` has one decision per row, ``lr`` one step size per row; each row moves against its
     gradient, then is projected back onto the ball of radius ``radius`` (a clip in 1-D).
+
+    Args:
+        W: the decisions, a finite float array of shape ``(m, dim)``, updated in place.
+        lr: the ``m`` step sizes, each finite and ``>= 0``.
+        grad: the gradients, finite, of shape ``(m, dim)`` or one that broadcasts to it.
+        radius: the radius of the ball, in ``(0, inf)``.
     """
+    if not isinstance(W, np.ndarray) or W.dtype.kind != "f":
+        got = f"dtype {W.dtype}" if isinstance(W, np.ndarray) else type(W).__name__
+        raise TypeError(f"W must be a float numpy array (it is updated in place), got {got}")
+    check_array("W", W, ndim=2)
+    lrs = check_array("lr", lr, shape=(W.shape[0],))
+    if not np.all(lrs >= 0):
+        raise ValueError(f"lr must have entries in [0, inf), got minimum {float(lrs.min())!r}")
+    g = check_array("grad", grad)
+    try:
+        fits = np.broadcast_shapes(g.shape, W.shape) == W.shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"grad must have the shape of W {W.shape} or broadcast to it, got "
+                         f"shape {g.shape}")
+    check_range("radius", radius, 0.0, low_open=True)
+    return _projected_step(W, lrs, g, float(radius))
+
+
+def _projected_step(W: np.ndarray, lr: np.ndarray, grad: np.ndarray, radius: float) -> np.ndarray:
+    """:func:`projected_step` without the checks: OGD's hot loop, on arrays it built itself."""
     W -= lr[:, None] * grad                                   # gradient step
     if W.shape[-1] == 1:                                      # 1-D: the ball is an interval
         np.minimum(W, radius, out=W)
@@ -160,18 +216,15 @@ class OGD:
     in time.
 
     Args:
-        lr: a step size, or a 1-D array of ``m`` step sizes: then ``m`` independent learners run in
-            lockstep (a vectorised bank) and :meth:`predict` returns an ``(m, dim)`` array.
-        radius: radius of the decision set.
-        dim: dimension of the decisions.
+        lr: a step size in ``[0, inf)``, or a non-empty 1-D array of ``m`` step sizes: then ``m``
+            independent learners run in lockstep (a vectorised bank) and :meth:`predict` returns an
+            ``(m, dim)`` array.
+        radius: radius of the decision set, in ``(0, inf)``.
+        dim: dimension of the decisions, an integer ``>= 1``.
     """
 
     def __init__(self, lr: float | ArrayLike, *, radius: float = 1.0, dim: int = 1) -> None:
-        lrs = np.asarray(lr, dtype=float)
-        if lrs.ndim > 1 or lrs.size == 0:
-            raise ValueError(f"lr must be a number or a non-empty 1-D array, got shape {lrs.shape}")
-        for v in np.atleast_1d(lrs):
-            check_range("lr", float(v), 0.0)
+        lrs = _numbers("lr", lr, 0.0)
         self.radius = check_range("radius", radius, 0.0, low_open=True)
         self.dim = check_int("dim", dim, 1)
         self.single = lrs.ndim == 0
@@ -229,7 +282,7 @@ class OGD:
             if g.shape not in {(self.dim,), self.w.shape} and not (self.dim == 1 and g.ndim == 0):
                 raise ValueError(f"grad must have shape {(self.dim,)} or {self.w.shape}, "
                                  f"got {g.shape}")
-        projected_step(self.w, self.lr, g, self.radius)
+        _projected_step(self.w, self.lr, g, self.radius)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -251,11 +304,29 @@ def dnp_confidence(x: ArrayLike, n: float | ArrayLike, Z: float,
 
     Computed in log space, so it never overflows however large ``x`` grows.
 
+    Args:
+        x: the deviations, a non-empty array of any shape with no NaN (``+-inf`` are the limits:
+            ``g = 1`` and ``g = 0``).
+        n: the memory ``n >= 1``, or a 1-D array of memories that broadcasts with ``x``.
+        Z: the prior-loss scale, in ``(0, 1]``.
+        c_n: as for :class:`DNP`.
+
     Returns:
         ``(g, saturated)``: the confidence in ``[0, 1]`` and whether the unclipped value is ``>= 1``.
     """
-    x = np.asarray(x, dtype=float)
-    n = np.asarray(n, dtype=float)
+    x = np.asarray(check_array("x", x, finite=False), dtype=float)
+    if np.isnan(x).any():
+        raise ValueError(f"x must not hold NaN, got {int(np.isnan(x).sum())} NaN entries of {x.size}")
+    n = _numbers("n", n, 1.0)
+    check_range("Z", Z, 0.0, 1.0, low_open=True)
+    _cn(c_n, np.ones(1))  # validate
+    try:
+        fits = np.broadcast_shapes(n.shape, x.shape) == x.shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"n must be one memory or broadcast to the shape of x {x.shape}, got "
+                         f"shape {n.shape}")
     pos = x > 0
     xs = np.where(pos, np.minimum(x, 1e100), 1.0)  # g saturates long before 1e100
     with np.errstate(divide="ignore"):
@@ -312,11 +383,7 @@ class DNP:
 
     def __init__(self, n: float | ArrayLike, Z: float, *, c_n: float | str = DEFAULT_CN,
                  conservative: bool = True, lower_freeze: bool = False) -> None:
-        ns = np.asarray(n, dtype=float)
-        if ns.ndim > 1 or ns.size == 0:
-            raise ValueError(f"n must be a number or a non-empty 1-D array, got shape {ns.shape}")
-        for v in np.atleast_1d(ns):
-            check_range("n", float(v), 1.0)
+        ns = _numbers("n", n, 1.0)
         self.Z = check_range("Z", Z, 0.0, 1.0, low_open=True)
         _cn(c_n, np.ones(1))  # validate
         self.c_n = c_n
@@ -396,7 +463,7 @@ class SOGD:
         tau: shortest memory of interest, ``2 <= tau <= T``.
         Z: DNP prior-loss scale (default ``1/T``, the paper's choice).
         dim: dimension of the decisions.
-        base_lr: step of the baseline learner ``B_0`` (default ``D / (G sqrt T)``).
+        base_lr: step of the baseline learner ``B_0``, in ``[0, inf)`` (default ``D / (G sqrt T)``).
         c_n, conservative, lower_freeze: passed to every :class:`DNP`.
     """
 
@@ -409,6 +476,8 @@ class SOGD:
         self.G = check_range("G", G, 0.0, low_open=True)
         self.tau = check_range("tau", tau, 2.0, float(T))
         self.Z = 1.0 / T if Z is None else check_range("Z", Z, 0.0, 1.0, low_open=True)
+        if base_lr is not None:
+            check_range("base_lr", base_lr, 0.0)
         self.lams = self.grid(T, tau)
         lrs = self.D * np.sqrt(2.0 * (1.0 - self.lams)) / self.G
         b0 = self.D / (self.G * math.sqrt(T)) if base_lr is None else base_lr
@@ -480,8 +549,16 @@ class SOGD:
 def sogd_bound(lam: float | ArrayLike, T: int, D: float, G: float,
                tau: float = 2.0) -> np.ndarray | float:
     """Theorem 3's bound (``discounted_oco-eq-thm3``), with the natural logarithm:
-    ``2GD/sqrt(1-lam) (4 sqrt(ln T) + sqrt 2) + GD (N+1) / ((1-lam) T) + 2GD``."""
+    ``2GD/sqrt(1-lam) (4 sqrt(ln T) + sqrt 2) + GD (N+1) / ((1-lam) T) + 2GD``.
+
+    ``lam`` in ``(0, 1)`` (or a 1-D array of them), ``T >= 2``, ``D`` and ``G`` in ``(0, inf)``,
+    ``2 <= tau <= T``.
+    """
     lam_a = _check_lam(lam)
+    if np.any(lam_a == 1.0):
+        raise ValueError("lam must be in (0, 1) for Theorem 3's bound, got 1")
+    check_range("D", D, 0.0, low_open=True)
+    check_range("G", G, 0.0, low_open=True)
     big_n = SOGD.grid(T, tau).size - 1
     s = 1.0 - lam_a
     b = (2 * G * D / np.sqrt(s) * (4 * math.sqrt(math.log(T)) + math.sqrt(2))
@@ -503,10 +580,22 @@ def run(learner: Any, losses: Iterable[RoundLoss]) -> np.ndarray:
 def dnp_trace(n: float | ArrayLike, Z: float, bits: ArrayLike, *, c_n: float | str = DEFAULT_CN,
               conservative: bool = True, lower_freeze: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Run one or more DNPs on bit streams; ``bits`` has shape ``(T,)`` or ``(T, m)`` (then ``n``
-    may be an array of ``m`` memories). Returns ``(x, omega)`` with the same shape as ``bits``."""
-    b = np.asarray(bits, dtype=float)
+    may be an array of ``m`` memories). Returns ``(x, omega)`` with the same shape as ``bits``.
+
+    ``bits`` must be non-empty with entries in ``[-1, 1]``; ``n >= 1``, ``Z`` in ``(0, 1]`` and
+    ``c_n`` are as for :class:`DNP`.
+    """
+    b = np.asarray(check_array("bits", bits, ndim=(1, 2)), dtype=float)
+    if not np.abs(b).max() <= 1.0 + 1e-9:  # the tolerance of DNP.update
+        raise ValueError(f"bits must be in [-1, 1], got entries up to {float(np.abs(b).max())!r} "
+                         "in absolute value")
     b2 = b.reshape(b.shape[0], -1)
-    dnp = DNP(np.broadcast_to(np.asarray(n, dtype=float), (b2.shape[1],)), Z, c_n=c_n,
+    ns = _numbers("n", n, 1.0)
+    if ns.size not in (1, b2.shape[1]):
+        raise ValueError(f"n must be one memory or one per column of bits ({b2.shape[1]}), got "
+                         f"{ns.size}")
+    check_range("Z", Z, 0.0, 1.0, low_open=True)
+    dnp = DNP(np.broadcast_to(ns, (b2.shape[1],)), Z, c_n=c_n,
               conservative=conservative, lower_freeze=lower_freeze)
     xs, om = np.empty_like(b2), np.empty_like(b2)
     for t in range(b2.shape[0]):
@@ -523,9 +612,21 @@ def dnp_trace(n: float | ArrayLike, Z: float, bits: ArrayLike, *, c_n: float | s
 
 def discounted_sum(values: ArrayLike, lam: float) -> np.ndarray:
     """``S_t = sum_{s<=t} lam^(t-s) v_s`` for every t (along axis 0), by the recursion
-    ``S_t = lam S_{t-1} + v_t``: no explicit powers, so nothing underflows."""
+    ``S_t = lam S_{t-1} + v_t``: no explicit powers, so nothing underflows.
+
+    ``values`` is a non-empty finite array of at least one dimension (rounds along axis 0, any
+    shape after it); ``lam`` is in ``(0, 1]``.
+    """
     lam = float(_check_lam(lam))
-    return lfilter([1.0], [1.0, -lam], np.asarray(values, dtype=float), axis=0)
+    v = check_array("values", values)
+    if v.ndim == 0:
+        raise ValueError("values must have a round axis (at least 1 dimension), got a 0-d array")
+    return _discounted_sum(np.asarray(v, dtype=float), lam)
+
+
+def _discounted_sum(values: np.ndarray, lam: float) -> np.ndarray:
+    """:func:`discounted_sum` without the checks, on arrays the regret code has checked."""
+    return lfilter([1.0], [1.0, -lam], values, axis=0)
 
 
 #: weights lam^k below exp(-_WINDOW_NATS) (relative) are dropped from the absolute-loss comparator:
@@ -568,10 +669,41 @@ def _ball_ls_value(A: np.ndarray, b: np.ndarray, c: float, radius: float) -> flo
 
 
 def _times(T: int, times: ArrayLike | None) -> np.ndarray:
-    ts = np.arange(1, T + 1) if times is None else np.asarray(times, dtype=int)
-    if ts.size and (ts.min() < 1 or ts.max() > T):
+    """The horizons: every round, or ``times``, a non-empty 1-D array of integers in ``[1, T]``."""
+    if times is None:
+        return np.arange(1, T + 1)
+    raw = check_array("times", times, ndim=1)
+    if raw.dtype.kind not in "iu" and not np.all(raw == np.round(raw)):
+        raise TypeError(f"times must hold integers (1-based rounds), got {raw[raw != np.round(raw)][0]!r}")
+    ts = raw.astype(int)
+    if ts.min() < 1 or ts.max() > T:
         raise ValueError(f"times must lie in [1, {T}], got [{ts.min()}, {ts.max()}]")
     return ts
+
+
+def _family_data(family: str, data: Any) -> tuple[int, Any]:
+    """``data`` of ``family`` checked and as float arrays, with its number of rounds ``T``."""
+    check_choice("family", family, ("linear", "absolute", "squared"))
+    if family == "linear":
+        g = np.asarray(check_array("data", data, ndim=(1, 2)), dtype=float)
+        return g.shape[0], g.reshape(g.shape[0], -1)
+    if family == "absolute":
+        y = np.asarray(check_array("data", data, ndim=(1, 2)), dtype=float)
+        if y.ndim == 2 and y.shape[1] != 1:
+            raise ValueError(f"data must be the targets y, shape (T,), got shape {y.shape}")
+        return y.shape[0], y.ravel()
+    if not isinstance(data, tuple | list) or len(data) != 2:
+        raise TypeError(f"data must be a pair (X, y) for the squared family, got "
+                        f"{type(data).__name__}")
+    y = np.asarray(check_array("data[1]", data[1], ndim=(1, 2)), dtype=float)
+    if y.ndim == 2 and y.shape[1] != 1:
+        raise ValueError(f"data[1] (y) must have shape (T,), got shape {y.shape}")
+    y = y.ravel()
+    x = np.asarray(check_array("data[0]", data[0], ndim=(1, 2)), dtype=float)
+    if x.shape[0] != y.size:
+        raise ValueError(f"data[0] (X) must have one row per entry of data[1] (y, {y.size}), got "
+                         f"shape {x.shape}")
+    return y.size, (x.reshape(y.size, -1), y)
 
 
 def discounted_comparator(lam: float, family: str, data: Any, *, radius: float = 1.0,
@@ -580,19 +712,20 @@ def discounted_comparator(lam: float, family: str, data: Any, *, radius: float =
     lam^(t-s) f_s(u)`` at the (1-based) horizons ``times`` (default: every t).
 
     It depends only on the losses, so one call serves every learner (see :func:`discounted_regret`).
-    ``family`` and ``data`` are as in :func:`discounted_regret`.
+    ``lam``, ``family``, ``data``, ``radius`` and ``times`` are as in :func:`discounted_regret`.
     """
-    check_choice("family", family, ("linear", "absolute", "squared"))
+    T, prepared = _family_data(family, data)
     lam = float(_check_lam(lam))
     radius = check_range("radius", radius, 0.0, low_open=True)
+    return _comparator(lam, family, prepared, radius, _times(T, times))
+
+
+def _comparator(lam: float, family: str, data: Any, radius: float, ts: np.ndarray) -> np.ndarray:
+    """:func:`discounted_comparator` on checked arguments (``data`` from :func:`_family_data`)."""
     if family == "linear":
-        g = np.asarray(data, dtype=float)
-        g = g.reshape(g.shape[0], -1)
-        ts = _times(g.shape[0], times)
-        return -radius * np.linalg.norm(discounted_sum(g, lam)[ts - 1], axis=1)
+        return -radius * np.linalg.norm(_discounted_sum(data, lam)[ts - 1], axis=1)
     if family == "absolute":
-        y = np.asarray(data, dtype=float).ravel()
-        ts = _times(y.size, times)
+        y = data
         loglam = math.log(lam)
         width = y.size if lam == 1.0 else min(y.size, math.ceil(_WINDOW_NATS / -loglam))
         comp = np.empty(ts.size)
@@ -611,12 +744,9 @@ def discounted_comparator(lam: float, family: str, data: Any, *, radius: float =
             comp[k] = _weighted_median_value(y[lo:t], weights[width - (t - lo):], radius)
         return comp
     x, y = data
-    y = np.asarray(y, dtype=float).ravel()
-    x = np.asarray(x, dtype=float).reshape(y.size, -1)
-    ts = _times(y.size, times)
-    a_t = discounted_sum(x[:, :, None] * x[:, None, :], lam)
-    b_t = discounted_sum(y[:, None] * x, lam)
-    c_t = discounted_sum(y * y, lam)
+    a_t = _discounted_sum(x[:, :, None] * x[:, None, :], lam)
+    b_t = _discounted_sum(y[:, None] * x, lam)
+    c_t = _discounted_sum(y * y, lam)
     return np.array([_ball_ls_value(a_t[t - 1], b_t[t - 1], c_t[t - 1], radius) for t in ts])
 
 
@@ -630,8 +760,9 @@ def discounted_regret(learner_losses: ArrayLike, lam: float, family: str, data: 
     recursion of :func:`discounted_sum`; the comparator's is :func:`discounted_comparator`.
 
     Args:
-        learner_losses: ``f_t(w_t)`` for ``t = 1..T``, shape ``(T,)``, or ``(T, m)`` for ``m``
-            learners at once (then the result has shape ``(len(times), m)``).
+        learner_losses: ``f_t(w_t)`` for ``t = 1..T``, finite, shape ``(T,)``, or ``(T, m)`` for
+            ``m`` learners at once (then the result has shape ``(len(times), m)``); ``T`` is the
+            number of rounds of ``data``.
         lam: the discount in ``(0, 1]``.
         family: ``"linear"`` (``data = g``, shape ``(T,)`` or ``(T, d)``; comparator
             ``-R ||S_t||`` with ``S_t`` the discounted gradient sum), ``"absolute"`` (``data = y``,
@@ -639,13 +770,18 @@ def discounted_regret(learner_losses: ArrayLike, lam: float, family: str, data: 
             last ``25 / ln(1/lam)`` rounds: the weights dropped, ``lam^k < e^-25``, are a share
             below ``1e-10`` of the total) or ``"squared"``
             (``data = (X, y)``, ``f_t(u) = (<x_t,u> - y_t)^2/2``; ball-constrained least squares on
-            discounted Gram statistics).
-        radius: radius R of the comparator's ball.
+            discounted Gram statistics). Every array is finite and non-empty.
+        radius: radius R of the comparator's ball, in ``(0, inf)``.
+        times: the horizons, a non-empty 1-D array of integers in ``[1, T]`` (default: all).
     """
-    check_choice("family", family, ("linear", "absolute", "squared"))
+    T, prepared = _family_data(family, data)
     lam = float(_check_lam(lam))
-    ell = np.asarray(learner_losses, dtype=float)
-    ts = _times(ell.shape[0], times)
-    learner = discounted_sum(ell, lam)[ts - 1]
-    comp = discounted_comparator(lam, family, data, radius=radius, times=ts)
+    ell = np.asarray(check_array("learner_losses", learner_losses, ndim=(1, 2)), dtype=float)
+    if ell.shape[0] != T:
+        raise ValueError(f"learner_losses must have one row per round of data ({T}), got shape "
+                         f"{ell.shape}")
+    radius = check_range("radius", radius, 0.0, low_open=True)
+    ts = _times(T, times)
+    learner = _discounted_sum(ell, lam)[ts - 1]
+    comp = _comparator(lam, family, prepared, radius, ts)
     return learner - (comp[:, None] if learner.ndim == 2 else comp)
