@@ -455,6 +455,39 @@ def test_wrong_types_and_order_are_refused() -> None:
         policy.update("won")
 
 
+def test_seeds_are_checked_where_they_enter() -> None:
+    """Issue 24, item 4: ``trajectories(seed=None)`` failed inside numpy's seed sequence (or, where
+    numpy took it, drew fresh entropy), and ``seed=-1`` gave numpy's own message."""
+    from iclr_lab.online.l2fob import trajectories
+
+    for call in (lambda s: trajectories(T=20, seed=s), lambda s: trajectory_chart(T=20, seed=s),
+                 lambda s: run(L2FOB(), FirstPriceAuction(grid_size=11), 5, seed=s)):
+        with pytest.raises(TypeError, match=r"\bseed\b"):
+            call(None)
+        with pytest.raises(TypeError, match=r"\bseed\b"):
+            call("0")
+        with pytest.raises(ValueError, match=r"\bseed\b"):
+            call(-1)
+    with pytest.raises(ValueError, match=r"\bpd_mult\b"):
+        trajectories(T=20, pd_mult=0.0)  # used to be reported as the baseline's "step"
+
+
+@pytest.mark.parametrize(("call", "name"), [
+    (lambda: roi_violation(np.zeros((4, 2)), np.zeros(8), 1.8), "cost"),
+    (lambda: roi_violation(np.full(4, np.nan), np.zeros(4), 1.8), "reward"),
+    (lambda: roi_violation(np.zeros((4, 2)), np.zeros((4, 2)), [1.8, 2.0, 3.0]), "gamma"),
+    (lambda: roi_violation(np.zeros((4, 2)), np.zeros((4, 2)), np.nan), "gamma"),
+    (lambda: value_moments(np.ones(5), np.linspace(0, 1, 5)), "hist"),
+    (lambda: value_moments(np.ones((2, 5)), np.linspace(0, 1, 4)), "grid"),
+    (lambda: value_moments(np.full((2, 5), np.nan), np.linspace(0, 1, 5)), "hist"),
+])
+def test_array_arguments_are_checked(call, name) -> None:
+    """Issue 24, item 7 (L2FOB's share): shapes that do not fit used to end in numpy's broadcast or
+    axis errors, and NaN passed through."""
+    with pytest.raises((ValueError, TypeError), match=rf"\b{name}\b"):
+        call()
+
+
 # ------------------------------------------------------------------ the chapter's experiments
 
 

@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.stats import norm
 
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -307,7 +307,20 @@ class SecondPriceAuction(Auction):
 
 def value_moments(hist: np.ndarray, grid: np.ndarray) -> ValueMoments:
     """:class:`ValueMoments` of value histograms ``hist`` (shape ``(K, n)``, counts of values rounded
-    to the grid), computed with cumulative sums in ``O(n)`` per copy."""
+    to the grid), computed with cumulative sums in ``O(n)`` per copy.
+
+    ``hist`` is a non-empty finite array of counts ``>= 0``; ``grid`` the ``n`` finite grid points.
+    """
+    h = np.asarray(check_array("hist", hist, ndim=2), dtype=float)
+    if not np.all(h >= 0):
+        raise ValueError(f"hist must hold counts in [0, inf), got minimum {float(h.min())!r}")
+    g = np.asarray(check_array("grid", grid, shape=(h.shape[1],)), dtype=float)
+    return _value_moments(h, g)
+
+
+def _value_moments(hist: np.ndarray, grid: np.ndarray) -> ValueMoments:
+    """:func:`value_moments` without the checks: L2FOB's mean-field mode calls it every round on
+    its own histogram."""
     total = np.maximum(hist.sum(axis=1, keepdims=True), 1.0)
     p = hist / total
     mean = (p * grid).sum(axis=1, keepdims=True)
@@ -632,7 +645,7 @@ class L2FOB(BiddingPolicy):
             # the contexts seen so far and the current one (added to the state in update())
             hist = self._hist.copy()
             hist[np.arange(self.K), _nearest(v, auction.step, hist.shape[1])] += 1.0
-            mr, mc = auction.mean_optimistic(value_moments(hist, auction.grid), G, eps)
+            mr, mc = auction.mean_optimistic(_value_moments(hist, auction.grid), G, eps)
         else:
             mr, mc = r_hat, c_check
         over = mc - self.rho[:, None]         # predicted overspend (signed)
@@ -757,8 +770,23 @@ class WangDualDescent(PrimalDual):
 
 def roi_violation(reward: np.ndarray, cost: np.ndarray, gamma: ArrayLike) -> np.ndarray:
     """The anytime ROI violation ``V_ROI(t) = sum_{s <= t} (gamma c_s - r_s)`` of ``l2fob-eq-regret``
-    along axis 0 (signed; its maximum over ``t``, floored at 0, is the *peak* violation)."""
-    return np.cumsum(np.asarray(gamma) * np.asarray(cost) - np.asarray(reward), axis=0)
+    along axis 0 (signed; its maximum over ``t``, floored at 0, is the *peak* violation).
+
+    Args:
+        reward: the rewards ``r_t``, a non-empty finite array of shape ``(T,)`` or ``(T, K)``.
+        cost: the costs ``c_t``, finite, of the same shape.
+        gamma: the ROI target in ``(0, inf)``, or one per column (``K``).
+    """
+    r = check_array("reward", reward, ndim=(1, 2))
+    c = check_array("cost", cost, ndim=(1, 2))
+    if r.shape != c.shape:
+        raise ValueError(f"reward and cost must have the same shape, got {r.shape} and {c.shape}")
+    g = _as_bank("gamma", gamma, 0.0, low_open=True)
+    cols = r.shape[1] if r.ndim == 2 else 1
+    if g.size not in (1, cols) or (g.size > 1 and r.ndim == 1):
+        raise ValueError(f"gamma must be one target or one per column of reward and cost ({cols}), "
+                         f"got {g.size}")
+    return np.cumsum((g[0] if np.ndim(gamma) == 0 else g) * c - r, axis=0)
 
 
 def run(policy: BiddingPolicy, env: Auction, T: int, seed: int = 0) -> pd.DataFrame:
@@ -767,7 +795,8 @@ def run(policy: BiddingPolicy, env: Auction, T: int, seed: int = 0) -> pd.DataFr
     Every copy of the bank sees the same values and competing bids. Columns: ``copy``, ``t``
     (1-based), ``value``, ``competing``, ``bid``, ``win``, ``cost``, ``reward``, ``spent``,
     ``cum_reward``, ``roi`` (reward over spend so far), ``violation`` (``V_ROI(t)``), and the
-    policy's :meth:`~BiddingPolicy.state` after the round.
+    policy's :meth:`~BiddingPolicy.state` after the round. ``T >= 1``; ``seed`` in
+    ``[0, 2**32 - 1]``.
     """
     import pandas as pd
 
@@ -775,8 +804,10 @@ def run(policy: BiddingPolicy, env: Auction, T: int, seed: int = 0) -> pd.DataFr
 
     if not isinstance(policy, BiddingPolicy):
         raise TypeError(f"policy must be a BiddingPolicy, got {type(policy).__name__}")
+    if not isinstance(env, Auction):
+        raise TypeError(f"env must be an Auction, got {type(env).__name__}")
     T = check_int("T", T, 1)
-    seed = check_int("seed", seed, 0, 2**32 - 1)
+    seed = check_seed(seed)
     values, competing = env.sample(T, np.random.default_rng(seed))
     policy.start(env, T)
     K = policy.K
@@ -853,12 +884,15 @@ def fluid_optimum(env: Auction, rho: float, gamma: float, *, value_bins: int = 2
     Over randomised policies ``x_ij = P(value bin i, bid b_j)`` on the bid grid: maximise expected
     reward subject to expected spend ``<= rho`` and expected reward ``>= gamma`` times expected
     spend, with the true distributions (``scipy.optimize.linprog``, HiGHS). ``value_bins`` equally
-    likely values stand for the value distribution.
+    likely values stand for the value distribution. ``rho`` and ``gamma`` are in ``(0, inf)``,
+    ``value_bins >= 1``.
 
     Each LP is solved once per process (the chapter asks for the paper setting's twice; a solve
     takes most of a second) for the auction's class, reward, distributions and grid: the result is
     a copy of the stored solution.
     """
+    if not isinstance(env, Auction):
+        raise TypeError(f"env must be an Auction, got {type(env).__name__}")
     rho = check_range("rho", rho, 0.0, low_open=True)
     gamma = check_range("gamma", gamma, 0.0, low_open=True)
     m = check_int("value_bins", value_bins, 1)

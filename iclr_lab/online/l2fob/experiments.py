@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_choice, check_int, check_range, check_seed
 
 from .bidding import (
     C_CONF,
@@ -481,13 +481,19 @@ def trajectories(eta_gamma: float = ETA, gamma: float = 1.8, rho: float = 0.01,
                  auction: str = "first", T: int = 2000, seed: int = 0,
                  pd_mult: float = 30.0) -> pd.DataFrame:
     """L2FOB (``eta_rho = 0.6``) and the primal-dual bidder (step ``pd_mult / sqrt(T)``) on one stream
-    of ``auction``: spend share, ROI and ``V_ROI(t)`` every ``T / 100`` rounds."""
+    of ``auction``: spend share, ROI and ``V_ROI(t)`` every ``T / 100`` rounds.
+
+    ``eta_gamma``, ``gamma``, ``rho`` and ``pd_mult`` are in ``(0, inf)``, ``T >= 10`` and ``seed`` in
+    ``[0, 2**32 - 1]``.
+    """
     import pandas as pd
 
     check_range("eta_gamma", eta_gamma, 0.0, low_open=True)
     check_range("gamma", gamma, 0.0, low_open=True)
     check_range("rho", rho, 0.0, low_open=True)
     T = check_int("T", T, 10)
+    seed = check_seed(seed)
+    check_range("pd_mult", pd_mult, 0.0, low_open=True)
     env = _env(auction)
     v, d = _streams(env, T, [seed])
     out = []

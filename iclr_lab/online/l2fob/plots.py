@@ -335,7 +335,8 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
 def trajectory_chart(eta_gamma: float = ETA, gamma: float = 1.8, rho: float = 0.01,
                      auction: str = "first", T: int = 2000, seed: int = 0) -> alt.VConcatChart:
     """Pure function behind :func:`explorer`: budget, ROI and ``V_ROI(t)`` over time for L2FOB and
-    the primal-dual bidder (``l2fob-eq-score``, ``l2fob-eq-pd``)."""
+    the primal-dual bidder (``l2fob-eq-score``, ``l2fob-eq-pd``). The arguments and their ranges are
+    those of :func:`~iclr_lab.online.l2fob.experiments.trajectories`."""
     df = trajectories(eta_gamma, gamma, rho, auction, T, seed)  # checks the arguments first
 
     import altair as alt
