@@ -13,6 +13,7 @@ import pytest
 from iclr_lab.online.utility_learning import (
     BestResponse,
     Hedge,
+    LearnerBank,
     NormalFormGame,
     RegretMatching,
     dominance_payments,
@@ -279,6 +280,43 @@ def test_bad_horizons_and_options_are_rejected() -> None:
         Hedge(head_start=-5)
     with pytest.raises(ValueError, match="design must be one of"):
         naive_probing([0.1, -0.1], Hedge(), 100, design="guess")
+
+
+def test_seeds_are_checked_where_they_enter() -> None:
+    """Issue 24, item 4: ``pay_against(seed=None)`` drew fresh entropy (a run that cannot be
+    repeated); ``seed=-1`` gave numpy's own message."""
+    g = prisoners_dilemma()
+    for call in (lambda s: pay_against([0.5, -0.5], Hedge(), 10, seed=s, observe="sampled"),
+                 lambda s: learn_utilities(g, Hedge(), 16, seed=s),
+                 lambda s: steer(g, Hedge(), T=40, seed=s)):
+        with pytest.raises(TypeError, match=r"\bseed\b"):
+            call(None)
+        with pytest.raises(ValueError, match=r"\bseed\b"):
+            call(-1)
+        with pytest.raises(ValueError, match=r"\bseed\b"):
+            call(2**32)
+
+
+@pytest.mark.parametrize(("call", "name"), [
+    (lambda: strategic_center(np.full((2, 2, 2), np.nan)), "utilities"),
+    (lambda: equivalence_error(prisoners_dilemma(), np.full((2, 2, 2), np.nan)), "estimate"),
+    (lambda: dominance_payments(np.full((2, 2, 2), np.nan), (0, 0), 0.1), "estimate"),
+    (lambda: dominance_payments(prisoners_dilemma().utilities, 0, 0.1), "recommended"),
+    (lambda: optimal_cep(prisoners_dilemma(), np.full((2, 2), np.nan)), "objective"),
+    (lambda: steer(prisoners_dilemma(), Hedge(), np.full((2, 2), np.nan), T=40), "target"),
+    (lambda: project_payments(np.array([1.0, np.nan])), "y"),
+    (lambda: project_payments(np.zeros((0, 3))), "y"),
+    (lambda: random_game((2, 2), 0), "rng"),
+    (lambda: LearnerBank(0, 1, 2), "rows"),
+    (lambda: LearnerBank(1, 1, "2"), "m"),
+    (lambda: pay_against(["a", "b"], Hedge(), 10), "u"),
+    (lambda: pay_against([0.5, -0.5], Hedge(), 10.5), "T"),
+])
+def test_arrays_and_sizes_are_checked(call, name) -> None:
+    """Issue 24, items 6 and 7 (this chapter's share): NaN utilities, payments or objectives passed
+    through to a NaN answer or to the LP solver's own error; bad sizes reached numpy."""
+    with pytest.raises((ValueError, TypeError), match=rf"(?<![A-Za-z0-9_]){name}(?![A-Za-z0-9_])"):
+        call()
 
 
 # ------------------------------------------------------------------ the explorer

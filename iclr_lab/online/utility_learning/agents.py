@@ -20,6 +20,11 @@ from .games import NormalFormGame, strategic_center
 # ----------------------------------------------------------------------------------------------
 
 
+def _check_sizes(rows: int, contexts: int, m: int) -> tuple[int, int, int]:
+    """The sizes of a :class:`LearnerBank`, checked (each bank checks them before it allocates)."""
+    return check_int("rows", rows, 1), check_int("contexts", contexts, 1), check_int("m", m, 1)
+
+
 class LearnerBank:
     """The learners of one agent for ``rows`` independent runs and ``contexts`` signals each.
 
@@ -27,9 +32,15 @@ class LearnerBank:
     with its ``bank`` method; subclass it, with its ``strategy`` and ``update``, to add a learner.
     State arrays have shape ``(rows, contexts, ...)``; the hot loop reads and writes them through
     flat views indexed by ``row * contexts + signal`` (one fancy index instead of two).
+
+    Args:
+        rows: independent runs, an integer ``>= 1``.
+        contexts: signals per run, an integer ``>= 1``.
+        m: the agent's actions, an integer ``>= 1``.
     """
 
     def __init__(self, rows: int, contexts: int, m: int) -> None:
+        rows, contexts, m = _check_sizes(rows, contexts, m)
         self.rows, self.contexts, self.m = rows, contexts, m
         self.seen = np.zeros((rows, contexts))  # rounds played under each signal
         self._refresh()
@@ -64,6 +75,7 @@ class LearnerBank:
 
 class _HedgeBank(LearnerBank):
     def __init__(self, spec: Hedge, rows: int, contexts: int, m: int) -> None:
+        rows, contexts, m = _check_sizes(rows, contexts, m)
         self.spec = spec
         self.cum = np.zeros((rows, contexts, m))   # cumulative utility of each action
         self.c0 = math.sqrt(8.0 * math.log(m)) / spec.scale
@@ -96,6 +108,7 @@ class _HedgeBank(LearnerBank):
 
 class _RegretMatchingBank(LearnerBank):
     def __init__(self, rows: int, contexts: int, m: int) -> None:
+        rows, contexts, m = _check_sizes(rows, contexts, m)
         self.regret = np.zeros((rows, contexts, m))   # cumulative regret of each action
         super().__init__(rows, contexts, m)
 
@@ -122,6 +135,7 @@ class _RegretMatchingBank(LearnerBank):
 
 class _BestResponseBank(LearnerBank):
     def __init__(self, rows: int, contexts: int, m: int) -> None:
+        rows, contexts, m = _check_sizes(rows, contexts, m)
         self.last = np.zeros((rows, contexts, m))   # the last utility vector seen
         super().__init__(rows, contexts, m)
 

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_choice, check_int, check_range, check_seed
+from iclr_lab.online.utility_learning.games import _check_rng
 from iclr_lab.online.utility_learning.method import (
     PROBE_DESIGNS,
     SIGNALS,
@@ -114,7 +115,9 @@ SIZES = {
 
 def random_utilities(m: int, rng: np.random.Generator) -> np.ndarray:
     """A utility vector of ``m`` actions: uniform on [-1, 1], centred, and shrunk so that its
-    largest entry in absolute value is at most 1 (the paper's normalisation)."""
+    largest entry in absolute value is at most 1 (the paper's normalisation). ``m >= 2``; ``rng`` is
+    a ``numpy.random.Generator``."""
+    _check_rng(rng)
     m = check_int("m", m, 2)
     u = rng.uniform(-1.0, 1.0, m)
     u -= u.mean()
@@ -783,10 +786,16 @@ def steering_paths_chart(T: int = 3000, rule: str = "dominance", margin: float =
 
     ``agent`` names the pair of learners (``PAIRS``); two different learners leave the
     diagonal. The title reports ``F(T)`` over all rounds and the value ``F*`` of the optimal CEP.
+
+    ``T >= 17``, ``margin`` in ``[0, inf)``, ``sucker`` in ``[-1, -0.41]`` and ``seed`` in
+    ``[0, 2**32 - 1]``.
     """
     import pandas as pd
 
     T = check_int("T", T, 17)
+    check_choice("rule", rule, STEER_RULES)
+    check_range("margin", margin, 0.0)
+    check_seed(seed)
     check_choice("agent", agent, tuple(PAIRS))
     check_range("sucker", sucker, -1.0, -0.41)
     game = prisoners_dilemma(sucker=sucker)

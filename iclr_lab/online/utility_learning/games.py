@@ -8,11 +8,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.core.validation import check_array, check_int, check_range
 
 # ----------------------------------------------------------------------------------------------
 # Games
 # ----------------------------------------------------------------------------------------------
+
+
+def _check_rng(rng: object, name: str = "rng") -> np.random.Generator:
+    """``rng`` itself, if it is a numpy ``Generator`` (a seed or ``None`` is refused: the caller
+    owns the stream, so that a run can be repeated)."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"{name} must be a numpy.random.Generator, got {type(rng).__name__}")
+    return rng
 
 
 @dataclass(frozen=True)
@@ -30,15 +38,18 @@ class NormalFormGame:
     actions: tuple[tuple[str, ...], ...] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        u = np.asarray(self.utilities, dtype=float)
+        u = np.asarray(check_array("utilities", self.utilities, finite=False), dtype=float)
         if u.ndim < 2 or u.shape[0] != u.ndim - 1:
             raise ValueError("utilities must have shape (n, m_1, ..., m_n): one utility table per "
                              f"agent over the n agents' action profiles; got shape {u.shape}")
         if any(m < 2 for m in u.shape[1:]):
             raise ValueError(f"utilities: every agent needs at least 2 actions; got shape {u.shape}")
-        if not np.all(np.isfinite(u)) or np.abs(u).max() > 1.0 + 1e-12:
+        if not np.all(np.isfinite(u)):
+            raise ValueError(f"utilities must be finite, got {int((~np.isfinite(u)).sum())} NaN or "
+                             f"infinite entries of {u.size}")
+        if np.abs(u).max() > 1.0 + 1e-12:
             raise ValueError("utilities must be finite and in [-1, 1] (the paper's normalisation); "
-                             f"got range [{np.nanmin(u):.3g}, {np.nanmax(u):.3g}]")
+                             f"got range [{u.min():.3g}, {u.max():.3g}]")
         if self.actions is not None and tuple(len(a) for a in self.actions) != u.shape[1:]:
             raise ValueError(f"actions must label the {u.shape[1:]} actions of each agent")
         object.__setattr__(self, "utilities", u)
@@ -105,7 +116,11 @@ def random_game(shape: Sequence[int], rng: np.random.Generator) -> NormalFormGam
     Utilities are drawn uniformly from [-1, 1], centred over each agent's own actions, and each
     agent's table is shrunk (if needed) so that its largest entry in absolute value is 1. The game
     is then its own centred representative, and :attr:`NormalFormGame.normalised` holds.
+
+    ``shape`` lists each agent's number of actions (integers ``>= 2``); ``rng`` is a
+    ``numpy.random.Generator``.
     """
+    _check_rng(rng)
     shape = tuple(check_int("shape", m, 2) for m in shape)
     if not shape:
         raise ValueError("shape must list at least one agent's number of actions")
@@ -118,7 +133,9 @@ def random_prisoners_dilemma(rng: np.random.Generator, *, min_gain: float = 0.3)
     """A random Prisoner's Dilemma in which steering pays: making (C, C) dominant costs each agent
     ``temptation - reward``, and the principal's welfare objective still gains at least
     ``min_gain`` over the (D, D) equilibrium: ``4 reward - 2 temptation >= 2 punishment + min_gain``.
+    ``min_gain`` is in ``[0, 1]``; ``rng`` is a ``numpy.random.Generator``.
     """
+    _check_rng(rng)
     check_range("min_gain", min_gain, 0.0, 1.0)
     while True:
         reward, punishment = rng.uniform(0.3, 0.8), rng.uniform(-0.7, -0.2)
@@ -133,10 +150,10 @@ def strategic_center(utilities: np.ndarray, *, batched: bool = False) -> np.ndar
 
     Two utility tables that differ by ``W_i(a_{-i})`` (``utility_learning-eq-equivalence``) have
     the same centred table, so comparing centred tables compares games up to strategic
-    equivalence. ``utilities`` has shape ``(n, m_1, ..., m_n)``, or ``(B, n, m_1, ..., m_n)`` with
-    ``batched=True``.
+    equivalence. ``utilities`` is finite, of shape ``(n, m_1, ..., m_n)``, or
+    ``(B, n, m_1, ..., m_n)`` with ``batched=True``.
     """
-    u = np.asarray(utilities, dtype=float)
+    u = np.asarray(check_array("utilities", utilities), dtype=float)
     lead = 1 if batched else 0
     n = u.ndim - 1 - lead
     if n < 1 or u.shape[lead] != n:
@@ -157,9 +174,11 @@ def equivalence_error(true: np.ndarray | NormalFormGame, estimate: np.ndarray, *
     ``mean_i`` averages over agent i's own action. The error is zero exactly when the two games are
     strategically equivalent, and it is at most twice ``max |U_i + W_i - Ũ_i|`` for any ``W``.
     With ``batched=True`` both arrays carry a leading batch axis and one error per game is returned.
+    Both are finite.
     """
-    u = true.utilities if isinstance(true, NormalFormGame) else np.asarray(true, dtype=float)
-    v = np.asarray(estimate, dtype=float)
+    u = true.utilities if isinstance(true, NormalFormGame) else np.asarray(
+        check_array("true", true), dtype=float)
+    v = np.asarray(check_array("estimate", estimate), dtype=float)
     if u.shape != v.shape:
         raise ValueError(f"estimate must have the shape of the true utilities {u.shape}; got {v.shape}")
     diff = np.abs(strategic_center(u, batched=batched) - strategic_center(v, batched=batched))

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
 
 from .agents import (  # noqa: F401  (re-exported: the module's public API, and private helpers)
     _AGENTS,
@@ -91,8 +91,17 @@ def project_payments(y: np.ndarray) -> np.ndarray:
     The projection is ``clip(y - tau, 0, 2)`` with the ``tau`` that makes the sum ``m``. The sum is
     piecewise linear and non-increasing in ``tau`` with kinks at ``y_a`` and ``y_a - 2``, so ``tau``
     is found exactly: evaluate the sum at the kinks, find the bracketing pair, interpolate.
+
+    ``y`` is a non-empty finite array of at least one dimension.
     """
-    y = np.asarray(y, dtype=float)
+    arr = check_array("y", y)
+    if arr.ndim == 0:
+        raise ValueError("y must have an action axis (at least 1 dimension), got a 0-d array")
+    return _project(np.asarray(arr, dtype=float))
+
+
+def _project(y: np.ndarray) -> np.ndarray:
+    """:func:`project_payments` without the checks: Algorithm 1's step, every round."""
     m = y.shape[-1]
     Y = y.reshape(-1, m)
     r = np.arange(Y.shape[0])
@@ -104,6 +113,24 @@ def project_payments(y: np.ndarray) -> np.ndarray:
     drop = s_lo - s_hi
     tau = lo + np.where(drop > 0, (s_lo - m) / np.where(drop > 0, drop, 1.0), 0.0) * (hi - lo)
     return np.minimum(np.maximum(Y - tau[:, None], 0.0), CAP).reshape(y.shape)
+
+
+def _utilities(name: str, u: Any) -> np.ndarray:
+    """One agent's utilities ``u`` as a finite float array of shape ``(rows, m)``, ``m >= 2``."""
+    util = np.atleast_2d(np.asarray(check_array(name, u, ndim=(1, 2)), dtype=float))
+    if util.shape[1] < 2:
+        raise ValueError(f"{name} must have shape (m,) or (rows, m) with m >= 2; got {util.shape}")
+    return util
+
+
+def _per_row(name: str, value: Any, rows: int, low: int) -> np.ndarray:
+    """An integer ``>= low``, or a sequence of ``rows`` of them, as an int array of ``rows``."""
+    arr = np.asarray(value)
+    if arr.ndim > 1 or (arr.ndim == 1 and arr.size not in (1, rows)):
+        raise ValueError(f"{name} must be one integer or one per row ({rows}); got shape {arr.shape}")
+    for v in np.atleast_1d(arr):
+        check_int(name, v.item() if isinstance(v, np.generic) else v, low)
+    return np.broadcast_to(arr.astype(int), (rows,)).copy()
 
 
 def payment_set_diameter(m: int) -> float:
@@ -133,7 +160,7 @@ class _Principal:
         at_half = self.horizon // 2 == self.t
         if at_half.any():
             self.half[at_half] = self.total[at_half]
-        self.p = project_payments(self.p - self.lr[:, None] * grad)
+        self.p = _project(self.p - self.lr[:, None] * grad)
 
     def estimate(self) -> np.ndarray:
         """``1 - mean payment``: the utility estimate (``utility_learning-eq-estimate``)."""
@@ -197,18 +224,17 @@ def pay_against(u: Sequence[float] | np.ndarray, agent: Agent | Sequence[Agent],
         observe: ``"mixed"`` (the principal sees ``x^t``, as in the paper) or ``"sampled"`` (it sees
             one action drawn from ``x^t`` and uses its indicator as an unbiased gradient).
         checkpoints: rounds at which to record the running estimate (default: none).
+
+    ``T`` and the checkpoints are integers ``>= 1``, ``seed`` is in ``[0, 2**32 - 1]``.
     """
     check_choice("observe", observe, ("mixed", "sampled"))
-    util = np.atleast_2d(np.asarray(u, dtype=float))
-    if util.ndim != 2 or util.shape[1] < 2:
-        raise ValueError(f"u must have shape (m,) or (rows, m) with m >= 2; got {util.shape}")
+    seed = check_seed(seed)
+    util = _utilities("u", u)
     agents = _row_agents("agent", agent, util.shape[0])
     for row in util:
         _check_normalised("u", NormalFormGame(row[None, :]))
     rows, m = util.shape
-    horizon = np.broadcast_to(np.asarray(T), (rows,)).astype(int).copy()
-    for h in horizon:
-        check_int("T", int(h), 1)
+    horizon = _per_row("T", T, rows, 1)
     util = util - util.mean(axis=1, keepdims=True)
     wanted = () if checkpoints is None else checkpoints
     marks = np.array(sorted({check_int("checkpoints", int(c), 1) for c in wanted}), dtype=int)
@@ -279,10 +305,13 @@ def naive_probing(u: Sequence[float] | np.ndarray, agent: Agent | Sequence[Agent
         probes: bisection steps per action, one value or one per row.
         design: ``"flip"`` or ``"pairwise"``, one value or one per row.
 
+    ``probes`` are integers ``>= 1``; each ``T`` is at least the number of actions probed times
+    ``probes``.
+
     Returns:
         The estimates (centred), shape ``(rows, m)``.
     """
-    util = np.atleast_2d(np.asarray(u, dtype=float))
+    util = _utilities("u", u)
     rows, m = util.shape
     agents = _row_agents("agent", agent, rows)
     designs = [design] * rows if isinstance(design, str) else list(design)
@@ -293,12 +322,10 @@ def naive_probing(u: Sequence[float] | np.ndarray, agent: Agent | Sequence[Agent
     pair = np.array([d == "pairwise" for d in designs])
     for row in util:
         _check_normalised("u", NormalFormGame(row[None, :]))
-    K = np.broadcast_to(np.asarray(probes), (rows,)).astype(int).copy()
-    for k in K:
-        check_int("probes", int(k), 1)
+    K = _per_row("probes", probes, rows, 1)
     first = pair.astype(int)                             # the first action probed, per row
     n_probed = m - first
-    horizon = np.broadcast_to(np.asarray(T), (rows,)).astype(int).copy()
+    horizon = _per_row("T", T, rows, 1)
     for h, k, q in zip(horizon, K, n_probed, strict=True):
         check_int("T", int(h), int(q * k))
     util = util - util.mean(axis=1, keepdims=True)
@@ -551,18 +578,19 @@ def learn_utilities(game: NormalFormGame, agents: Agent | Sequence[Agent], T: in
         agents: one agent for every player, or a sequence with one per player.
         T: the round budget; at least 2 rounds per phase.
         seed: seeds the sampled actions when ``observe == "sampled"`` (with ``"mixed"`` the
-            dynamics are deterministic: agents play mixed strategies against expected utilities).
+            dynamics are deterministic: agents play mixed strategies against expected utilities);
+            an integer in ``[0, 2**32 - 1]``.
         signals: ``"shared"`` (one ``⊥`` per agent, the paper's signal set), ``"per_phase"`` (a
             fresh ``⊥`` per phase) or ``"none"`` (no signals: every learner sees one context).
-        compliance: the payment for following a recommendation; it must exceed the largest utility
-            gap, 2, for compliance to be strictly dominant.
+        compliance: the payment for following a recommendation, in ``[0, inf)``; it must exceed
+            the largest utility gap, 2, for compliance to be strictly dominant.
         observe: ``"mixed"`` (the principal sees each strategy ``x^t``, as in the paper) or
             ``"sampled"`` (it sees one action drawn from it).
     """
     if not isinstance(game, NormalFormGame):
         raise TypeError(f"game must be a NormalFormGame; got {type(game).__name__}")
     _check_normalised("game", game)
-    check_int("seed", seed, 0)
+    check_seed(seed)
     T = check_int("T", T, 2 * game.phases)
     check_choice("signals", signals, SIGNALS)
     check_range("compliance", compliance, 0.0)

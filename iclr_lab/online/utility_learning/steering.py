@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
 
 from .agents import Agent, LearnerBank, _check_normalised
 from .games import NormalFormGame
@@ -50,15 +50,20 @@ def optimal_cep(utilities: np.ndarray | NormalFormGame, objective: np.ndarray) -
     of actions ``d_i != b``: ``sum_{d_{-i}} mu(d) [U_i(b, d_{-i}) - U_i(d)] - pi_i(d) <= 0``, with
     ``mu`` a distribution and ``0 <= pi_i(d) <= 2 mu(d)`` (a payment is made only when its profile
     is recommended; 2, the largest utility gap, is all an agent can need).
+
+    ``utilities`` is a game or a finite array of shape ``(n, m_1, ..., m_n)``; ``objective`` a finite
+    array of shape ``(m_1, ..., m_n)``.
     """
     from scipy.optimize import linprog
 
-    U = utilities.utilities if isinstance(utilities, NormalFormGame) else np.asarray(utilities, float)
+    U = utilities.utilities if isinstance(utilities, NormalFormGame) else np.asarray(
+        check_array("utilities", utilities), dtype=float)
     NormalFormGame(np.clip(U, -1, 1))  # validates the shape
     n, shape = U.shape[0], U.shape[1:]
-    U0 = np.asarray(objective, dtype=float)
+    U0 = np.asarray(check_array("objective", objective, finite=False), dtype=float)
     if U0.shape != shape:
         raise ValueError(f"objective must have the profile shape {shape}; got {U0.shape}")
+    check_array("objective", U0)  # finite, once the shape is known to fit
     M = math.prod(shape)
     profiles = list(itertools.product(*[range(m) for m in shape]))
     flat = {d: k for k, d in enumerate(profiles)}
@@ -106,14 +111,21 @@ def dominance_payments(estimate: np.ndarray, recommended: Sequence[int], slack: 
     ``a_{-i}``. Obeying then beats every deviation by ``slack`` minus twice the error of ``Ũ``,
     at every profile of the others: it is strictly dominant when ``slack > 2 eps``.
 
+    ``estimate`` is finite, ``recommended`` holds one action index per agent and ``slack`` is in
+    ``[0, inf)``.
+
     Returns:
         ``P[i][a]``, shape ``(n, m_1, ..., m_n)``.
     """
-    U = np.asarray(estimate, dtype=float)
-    n = U.shape[0]
-    if U.ndim != n + 1:
+    U = np.asarray(check_array("estimate", estimate, finite=False), dtype=float)
+    n = U.shape[0] if U.ndim else 0
+    if U.ndim != n + 1 or n < 1:
         raise ValueError(f"estimate must have shape (n, m_1, ..., m_n); got {U.shape}")
+    check_array("estimate", U)
     check_range("slack", slack, 0.0)
+    if isinstance(recommended, str | bytes) or not isinstance(recommended, Sequence | np.ndarray):
+        raise TypeError(f"recommended must be a sequence of action indices, one per agent; got "
+                        f"{type(recommended).__name__}")
     if len(recommended) != n:
         raise ValueError(f"recommended must name one action per agent ({n}); got {recommended}")
     P = np.zeros_like(U)
@@ -334,15 +346,15 @@ def steer(game: NormalFormGame, agents: Agent | Sequence[Agent], target: np.ndar
     Args:
         game: the game (the principal only sees strategies, except for the oracle rule).
         agents: one agent for every player, or one per player.
-        target: the principal's utility ``U_0`` over profiles; default the welfare (sum of the
-            agents' utilities), which the principal is assumed to know as its own objective.
-        T: total rounds, learning included.
-        seed: seeds the draws of recommended profiles.
+        target: the principal's utility ``U_0`` over profiles, finite; default the welfare (sum of
+            the agents' utilities), which the principal is assumed to know as its own objective.
+        T: total rounds, learning included, at least ``4 phases + 1``.
+        seed: seeds the draws of recommended profiles, an integer in ``[0, 2**32 - 1]``.
         rule: ``"dominance"`` (this book's choice, ``utility_learning-eq-dominance``), ``"cep"``
             (the CEP's own payment for obeying), ``"oracle"`` / ``"oracle_cep"`` (the same two rules
             computed from the true utilities, no learning, slack ``margin``) or ``"none"`` (no
             principal).
-        margin: the strictness margin every paying rule adds.
+        margin: the strictness margin every paying rule adds, in ``[0, inf)``.
         record: keep the agents' strategy paths.
 
     Returns:
@@ -353,11 +365,13 @@ def steer(game: NormalFormGame, agents: Agent | Sequence[Agent], target: np.ndar
     _check_normalised("game", game)
     check_choice("rule", rule, STEER_RULES)
     check_range("margin", margin, 0.0)
-    check_int("seed", seed, 0)
+    check_seed(seed)
     T = check_int("T", T, 4 * game.phases + 1)
-    U0 = game.welfare() if target is None else np.asarray(target, dtype=float)
+    U0 = game.welfare() if target is None else np.asarray(
+        check_array("target", target, finite=False), dtype=float)
     if U0.shape != game.shape:
         raise ValueError(f"target must have the profile shape {game.shape}; got {U0.shape}")
+    check_array("target", U0)
     res = _steer([game], _as_agents(agents, game.n), U0[None], T, [rule], seed, margin=margin,
                  record=record)
     return SteerResult(F=res.F[0], F_steer=res.F_steer[0], F_star=res.F_star[0],
