@@ -548,3 +548,35 @@ def _color_scales(node):
     elif isinstance(node, list):
         for v in node:
             yield from _color_scales(v)
+
+
+def test_bad_numbers_and_arrays_are_refused_at_entry() -> None:
+    """Issue 24: every bad number or array gets an error that names the parameter as passed."""
+    f, grad, _, _ = _least_squares()
+    x0 = np.full(8, 1 / 8)
+    cases = [
+        (lambda: Box(lower=math.nan), r"^lower must be in \(-inf, inf\)"),  # was accepted
+        (lambda: Box(lower=-math.inf), r"^lower must be in"),  # was accepted
+        (lambda: Constant(0.0), r"^gamma must be in \(0, 1\]"),  # said "step"
+        (lambda: frank_wolfe(f, grad, Simplex(), np.r_[np.nan, x0[1:]]), r"^x0 must be finite"),
+        (lambda: LpLoss(np.full((3, 2), np.nan), np.ones(3)), r"^A must be finite"),
+        (lambda: PoissonKL(np.ones((3, 2)), np.full(3, np.inf)), r"^b must be finite"),
+        (lambda: linear_rate(np.full(100, np.nan), (0, 99)), r"^h must be finite"),  # was NaN
+        (lambda: linear_rate(np.ones((10, 10)), (0, 9)), r"^h must be 1-dimensional"),
+        (lambda: half_rates(np.ones(100), (0, 99), floor=-1.0), r"^floor must be in \[0, inf\)"),
+        (lambda: slope_ratio(np.ones(100), (50, 10)), r"^window\[1\] must be an integer in"),
+        (lambda: estimate_growth(np.array([])), r"^M must not be empty"),  # was NaN
+        (lambda: estimate_growth(-np.ones(20)), r"^M must be positive"),
+        (lambda: estimate_growth(np.ones(20), tau=1.0), r"^tau must be in \(1, inf\)"),
+        (lambda: lp_instance(6, 3, 2.5, np.random.default_rng(0)), r"^p must be in \(1, 2\]"),
+        (lambda: poisson_instance(6, 4, 2, np.random.default_rng(0), lower=-1.0), r"^lower must be"),
+    ]
+    for make, message in cases:
+        with pytest.raises(ValueError, match=message):
+            make()
+    with pytest.raises(TypeError, match=r"^rng must be a numpy Generator"):
+        lp_instance(6, 3, 1.1, 0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^f must be callable"):
+        frank_wolfe(None, grad, Simplex(), x0)  # type: ignore[arg-type]
+    # a run that stalls at its first step has no estimates: its growth is NaN, as before
+    assert math.isnan(estimate_growth(np.ones(5)))

@@ -36,7 +36,7 @@ from numpy.typing import ArrayLike
 from scipy.special import rel_entr
 
 from iclr_lab.core.progress import progress
-from iclr_lab.core.validation import check_int, check_range, check_real
+from iclr_lab.core.validation import check_array, check_int, check_range
 
 __all__ = [
     "BregmanAdaptive",
@@ -70,12 +70,11 @@ _SLACK = 16 * np.finfo(float).eps
 
 
 def _vec(name: str, x: ArrayLike) -> Array:
-    a = np.asarray(x, dtype=float)
+    """``x`` as a non-empty, finite 1-D float array; an error naming ``name`` otherwise."""
+    a = np.asarray(check_array(name, x, nonempty=False, finite=False), dtype=float)
     if a.ndim != 1 or a.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-D array, got shape {a.shape}")
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} must be finite")
-    return a
+    return np.asarray(check_array(name, a), dtype=float)  # finite
 
 
 # ----------------------------------------------------------------------------------------------
@@ -185,15 +184,18 @@ class KSparse:
 
 @dataclass(frozen=True)
 class Box:
-    """The box ``{x : lower <= x_j <= upper}``; its LMO picks ``lower`` where ``c_j > 0``."""
+    """The box ``{x : lower <= x_j <= upper}``; its LMO picks ``lower`` where ``c_j > 0``.
+
+    ``lower`` is any finite number and ``upper`` a finite number above it.
+    """
 
     lower: float = 0.0
     upper: float = 1.0
     name: str = field(default="box", init=False)
 
     def __post_init__(self) -> None:
-        check_real("lower", self.lower)
-        check_range("upper", self.upper, float(self.lower), low_open=True)
+        lower = check_range("lower", self.lower)  # finite: a bound at infinity has no vertex
+        check_range("upper", self.upper, lower, low_open=True)
 
     def __call__(self, c: Array) -> Array:
         return np.where(c > 0, self.lower, self.upper).astype(float)
@@ -437,7 +439,7 @@ class Constant:
     name: str = field(default="constant", init=False)
 
     def __post_init__(self) -> None:
-        check_range("step", self.gamma, 0.0, 1.0, low_open=True)
+        check_range("gamma", self.gamma, 0.0, 1.0, low_open=True)
 
     def step(self, s: StepRequest) -> StepResult:
         return StepResult(min(self.gamma, s.gamma_max))
@@ -697,7 +699,8 @@ class _ActiveSet:
 
 def _as_rule(step: StepRule | float) -> StepRule:
     if isinstance(step, int | float) and not isinstance(step, bool):
-        return Constant(float(step))
+        # checked here, so that the error names the caller's ``step`` and not Constant's ``gamma``
+        return Constant(check_range("step", step, 0.0, 1.0, low_open=True))
     if isinstance(step, bool) or not hasattr(step, "step"):
         raise TypeError(f"step must be a step rule (OpenLoop, ShortStep, EuclideanAdaptive, "
                         f"BregmanAdaptive) or a number in (0, 1], got {type(step).__name__}")
@@ -738,6 +741,12 @@ def frank_wolfe(f: Callable[[Array], float], grad: Callable[[Array], Array], lmo
         An :class:`FWResult` with the iterates, FW gaps, the function-evaluation count and the
         step-size trace.
     """
+    for name, fn in (("f", f), ("grad", grad), ("lmo", lmo)):
+        if not callable(fn):
+            raise TypeError(f"{name} must be callable, got {type(fn).__name__}")
+    if not hasattr(lmo, "contains"):
+        raise TypeError(f"lmo must be a linear minimisation oracle with a contains method, got "
+                        f"{type(lmo).__name__}")
     rule = _as_rule(BregmanAdaptive() if step is None else step)
     kern: Kernel = Euclidean() if kernel is None else kernel
     x = _vec("x0", x0).copy()

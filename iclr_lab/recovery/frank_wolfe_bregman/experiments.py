@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.core.validation import check_array, check_int, check_range
 from iclr_lab.recovery.frank_wolfe_bregman.algorithms import (
     BregmanAdaptive,
     Burg,
@@ -88,6 +88,14 @@ FLOOR = 1e-10
 # ----------------------------------------------------------------------------------------------
 
 
+def _check_rng(rng: Any) -> np.random.Generator:
+    """The instances draw from a generator the caller made (so every instance is seeded)."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got "
+                        f"{type(rng).__name__}")
+    return rng
+
+
 def phase_retrieval_instance(m: int, n: int, K: int, s: int, rng: np.random.Generator
                              ) -> tuple[PhaseRetrieval, KSparse, np.ndarray, np.ndarray]:
     """Experiment 1's instance: Gaussian ``a_i``, an ``s``-sparse ``x_true`` with N(0, 1) entries,
@@ -99,6 +107,7 @@ def phase_retrieval_instance(m: int, n: int, K: int, s: int, rng: np.random.Gene
     """
     m, n, K = check_int("m", m, 1), check_int("n", n, 1), check_int("K", K, 1, n)
     s = check_int("s", s, 1, n)
+    rng = _check_rng(rng)
     A = rng.standard_normal((m, n))
     x_true = np.zeros(n)
     x_true[rng.choice(n, s, replace=False)] = rng.standard_normal(s)
@@ -111,8 +120,11 @@ def lp_instance(m: int, n: int, p: float, rng: np.random.Generator
                 ) -> tuple[LpLoss, L2Ball, np.ndarray]:
     """Experiment 2's instance: Gaussian ``A``, ``b = A x_true + e`` with Student-t (2 degrees of
     freedom) noise, the reason one fits with ``p`` near 1, and the l2 ball of radius
-    ``||x_true|| / 2``, so that the constraint binds. Starts at 0. Returns ``(problem, lmo, x0)``."""
+    ``||x_true|| / 2``, so that the constraint binds. Starts at 0. Returns ``(problem, lmo, x0)``.
+    ``p`` is in ``(1, 2]`` (see :class:`LpLoss`)."""
     m, n = check_int("m", m, 1), check_int("n", n, 1)
+    check_range("p", p, 1.0, 2.0, low_open=True)
+    rng = _check_rng(rng)
     A = rng.standard_normal((m, n))
     x_true = rng.standard_normal(n)
     problem = LpLoss(A, A @ x_true + rng.standard_t(2.0, size=m), p)
@@ -125,10 +137,13 @@ def lp_hard_instance(m: int, n: int, p: float, rng: np.random.Generator, cond: f
     ``Q diag(s) Q^T`` with singular values ``s`` spaced geometrically from 1 to ``1/cond`` (``Q`` a
     random rotation), each row then scaled by ``1 + Pareto(tail)`` (infinite variance for
     ``tail <= 2``), so that a few rows carry most of the leverage, as in sensor data with
-    correlated channels and bursts. ``b``, the ball and the start as in :func:`lp_instance`."""
+    correlated channels and bursts. ``b``, the ball and the start as in :func:`lp_instance`.
+    ``cond`` is in ``[1, inf)``, ``tail`` in ``(0, inf)``, ``p`` in ``(1, 2]``."""
     m, n = check_int("m", m, 1), check_int("n", n, 1)
+    check_range("p", p, 1.0, 2.0, low_open=True)
     check_range("cond", cond, 1.0)
     check_range("tail", tail, 0.0, low_open=True)
+    rng = _check_rng(rng)
     Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
     A = (rng.standard_normal((m, n)) @ Q) * np.geomspace(1.0, 1.0 / cond, n) @ Q.T
     A *= (1.0 + rng.pareto(tail, size=m))[:, None]
@@ -149,9 +164,12 @@ def poisson_instance(m: int, n: int, s: int, rng: np.random.Generator, lower: fl
     """Experiment 3's instance: ``A ~ U(0, 1)^(m x n)``, an ``s``-sparse ``x_true`` with entries in
     ``U(1, 3)``, counts ``b ~ Poisson(A x_true + 0.5)``, the shifted simplex
     ``{x >= lower, sum x = sum x_true}`` (its vertices lie in the domain of Burg's entropy) and the
-    start at its centre. Returns ``(problem, lmo, x0)``."""
+    start at its centre. Returns ``(problem, lmo, x0)``. ``lower`` is in ``[0, inf)`` (and at most
+    the simplex's centre, ``sum x_true / n``)."""
     m, n = check_int("m", m, 1), check_int("n", n, 1)
     s = check_int("s", s, 1, n)
+    check_range("lower", lower, 0.0)
+    rng = _check_rng(rng)
     A = rng.uniform(size=(m, n))
     x_true = np.zeros(n)
     x_true[rng.choice(n, s, replace=False)] = rng.uniform(1.0, 3.0, s)
@@ -160,14 +178,31 @@ def poisson_instance(m: int, n: int, s: int, rng: np.random.Generator, lower: fl
     return problem, Simplex(radius, lower), np.full(n, radius / n)
 
 
+def _check_fit(h: np.ndarray, window: tuple[int, int], floor: float
+               ) -> tuple[np.ndarray, int, int, float]:
+    """The arguments of the rate fits: ``h`` a non-empty finite 1-D array, ``window`` a pair of
+    iterations ``0 <= lo <= hi``, ``floor`` in ``[0, inf)``."""
+    h = np.asarray(check_array("h", h, ndim=1), dtype=float)
+    if not (isinstance(window, tuple | list) and len(window) == 2):
+        raise TypeError(f"window must be a pair (lo, hi) of iterations, got {window!r}")
+    lo = check_int("window[0]", window[0], 0)
+    hi = check_int("window[1]", window[1], lo)
+    return h, lo, hi, check_range("floor", floor, 0.0)
+
+
 def linear_rate(h: np.ndarray, window: tuple[int, int], floor: float = 0.0
                 ) -> tuple[float, float, int]:
     """Fit ``log h_t = a + t log q`` over iterations ``t`` in ``window`` where ``h_t > floor``.
 
+    Args:
+        h: the sequence (a primal gap), a non-empty finite 1-D array indexed by iteration.
+        window: ``(lo, hi)``, the first and the last iteration of the fit, ``0 <= lo <= hi``.
+        floor: values at or below it (in ``[0, inf)``) are left out, as rounding noise.
+
     Returns ``(q, R^2, points)``: the per-iteration factor, the fit's coefficient of determination
     and the number of iterations used; NaNs when fewer than 20 iterations qualify.
     """
-    lo, hi = window
+    h, lo, hi, floor = _check_fit(h, window, floor)
     t = np.arange(h.size)
     keep = (t >= lo) & (t <= hi) & (h > floor)
     if keep.sum() < 20:
@@ -188,9 +223,9 @@ def half_rates(h: np.ndarray, window: tuple[int, int], floor: float = 0.0) -> tu
 
     A linear rate gives two equal factors; a sublinear decay such as ``1/t`` gives a second factor
     closer to 1 than the first (its log-slope halves when ``t`` doubles). NaNs when fewer than 40
-    iterations qualify.
+    iterations qualify. Arguments as in :func:`linear_rate`.
     """
-    lo, hi = window
+    h, lo, hi, floor = _check_fit(h, window, floor)
     t = np.arange(h.size)
     kept = t[(t >= lo) & (t <= hi) & (h > floor)]
     if kept.size < 40:
@@ -207,9 +242,9 @@ def slope_ratio(h: np.ndarray, window: tuple[int, int], floor: float = 0.0) -> f
     (least-squares slopes; the secants would give ``ln(5/3)/ln(3) = 0.465``); above 1 for a curve
     that speeds up. NaN when the first half does not decrease or too few iterations qualify.
     Unlike a bar on the factor itself, it does not depend on how fast the rate is, only on whether
-    it is constant.
+    it is constant. Arguments as in :func:`linear_rate`.
     """
-    q1, q2 = half_rates(h, window, floor)
+    q1, q2 = half_rates(h, window, floor)  # which checks the arguments
     if not (q1 < 1.0 and q2 > 0.0):
         return math.nan
     return float(math.log(q2) / math.log(q1))
@@ -222,8 +257,15 @@ def estimate_growth(M: np.ndarray, tau: float = 2.0) -> float:
     Near 0 when ``M`` stays bounded, so that the count of evaluations per iteration tends to
     ``1 + log(1/eta)/log(tau)`` (``frank_wolfe_bregman-eq-evals``); it grows with the run's length
     when ``M`` runs away. NaN for fewer than 10 steps.
+
+    Args:
+        M: the accepted estimates, a non-empty 1-D array of positive finite numbers.
+        tau: the base of the logarithm, in ``(1, inf)`` (the rule's growth factor).
     """
-    M = np.asarray(M, dtype=float)
+    M = np.asarray(check_array("M", M, ndim=1), dtype=float)
+    if np.any(M <= 0):
+        raise ValueError(f"M must be positive (accepted estimates), got minimum {M.min():g}")
+    tau = check_range("tau", tau, 1.0, low_open=True)
     if M.size < 10:
         return math.nan
     return float(math.log(np.median(M[M.size // 2:]) / np.median(M[:M.size // 10]), tau))
@@ -306,7 +348,7 @@ def _search_row(res: FWResult, last: int) -> dict[str, float]:
     bregman = bool(np.isfinite(kappa).any())
     return {"evals_per_iter": float(trials.mean()) if trials.size else math.nan,
             "share_retried": float(np.mean(trials > 1)) if trials.size else math.nan,
-            "M_growth": estimate_growth(M, TAU),
+            "M_growth": estimate_growth(M, TAU) if M.size else math.nan,
             "M_doublings": float(math.log(M[-1] / M[0], TAU)) if M.size else math.nan,
             "smallest_kappa": float(np.nanmin(kappa)) if bregman else math.nan,
             "kappa_below_one": float(np.mean(kappa < 1.0)) if bregman else math.nan}

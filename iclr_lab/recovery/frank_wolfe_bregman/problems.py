@@ -9,7 +9,8 @@
   :class:`~iclr_lab.recovery.frank_wolfe_bregman.Burg` kernel with ``L = ||b||_1``.
 
 Each is a small frozen object with ``f(x)`` and ``grad(x)``, to pass to
-:func:`~iclr_lab.recovery.frank_wolfe_bregman.frank_wolfe`.
+:func:`~iclr_lab.recovery.frank_wolfe_bregman.frank_wolfe`. ``A`` (``m x n``) and ``b`` (length
+``m``) must be non-empty and finite.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import rel_entr
 
-from iclr_lab.core.validation import check_range
+from iclr_lab.core.validation import check_array, check_range
 
 __all__ = ["LpLoss", "PhaseRetrieval", "PoissonKL"]
 
@@ -28,11 +29,12 @@ Array = np.ndarray
 
 
 def _data(A: ArrayLike, b: ArrayLike) -> tuple[Array, Array]:
-    A_ = np.asarray(A, dtype=float)
-    b_ = np.asarray(b, dtype=float)
+    """``A`` (``m x n``) and ``b`` (length ``m``) as float arrays: non-empty and finite."""
+    A_ = np.asarray(check_array("A", A, nonempty=False, finite=False), dtype=float)
+    b_ = np.asarray(check_array("b", b, nonempty=False, finite=False), dtype=float)
     if A_.ndim != 2 or b_.shape != (A_.shape[0],):
         raise ValueError(f"A must be (m, n) and b of length m; got A {A_.shape} and b {b_.shape}")
-    return A_, b_
+    return np.asarray(check_array("A", A_), dtype=float), np.asarray(check_array("b", b_), dtype=float)
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,8 +46,8 @@ class PhaseRetrieval:
     Vaisbourd 2018), and weakly convex on every bounded set.
     """
 
-    A: Array
-    b: Array
+    A: np.ndarray
+    b: np.ndarray
 
     def __post_init__(self) -> None:
         A, b = _data(self.A, self.b)
@@ -75,18 +77,18 @@ class LpLoss:
     """``f(x) = 1/p sum_i |<a_i, x> - b_i|^p`` for ``1 < p < 2`` (``frank_wolfe_bregman-eq-lp``).
 
     Convex and ``C^1``; its gradient is ``(p-1)``-Hölder continuous and not Lipschitz on any set
-    where a residual crosses zero.
+    where a residual crosses zero. ``p`` is accepted in ``(1, 2]`` (``p = 2`` is least squares).
     """
 
-    A: Array
-    b: Array
+    A: np.ndarray
+    b: np.ndarray
     p: float = 1.1
 
     def __post_init__(self) -> None:
+        check_range("p", self.p, 1.0, 2.0, low_open=True)
         A, b = _data(self.A, self.b)
         object.__setattr__(self, "A", A)
         object.__setattr__(self, "b", b)
-        check_range("p", self.p, 1.0, 2.0, low_open=True)
 
     def f(self, x: Array) -> float:
         """The objective."""
@@ -107,8 +109,8 @@ class PoissonKL:
     2017). ``f >= 0``, with equality when ``A x = b``.
     """
 
-    A: Array
-    b: Array
+    A: np.ndarray
+    b: np.ndarray
 
     def __post_init__(self) -> None:
         A, b = _data(self.A, self.b)
