@@ -384,3 +384,26 @@ def test_explore_and_explorer() -> None:
     assert before != after
     with pytest.raises(ValueError, match="iterations"):
         explore(iterations=0)
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "0", None, 2**32])
+def test_every_seed_is_checked_at_entry(seed: Any) -> None:
+    """Issue 24, item 4: make_operator took -1, 1.5, "0" and None (for blur it never looked)."""
+    for kind in ("blur", "inpaint", "downsample"):
+        with pytest.raises((TypeError, ValueError), match=r"^seed must be an integer"):
+            make_operator(kind, (8, 8), seed=seed)
+    with pytest.raises((TypeError, ValueError), match=r"^seed must be an integer"):
+        make_problem(8, seed=seed)
+
+
+def test_unused_and_non_finite_arguments_are_refused(small: Problem) -> None:
+    with pytest.raises(ValueError, match=r"^blur must be in \(0, 20\]"):
+        make_operator("inpaint", (8, 8), blur=math.nan)  # an argument the kind does not use
+    with pytest.raises(ValueError, match=r"^factor must be an integer in \[1, 8\]"):
+        make_operator("blur", (8, 8), factor=0)
+    with pytest.raises(ValueError, match=r"^x0 must be finite"):
+        red(small, x0=np.full(small.op.shape, np.nan))
+    with pytest.raises(ValueError, match=r"^x must be finite"):
+        psnr(np.full((4, 4), np.nan), np.zeros((4, 4)))
+    with pytest.raises(ValueError, match=r"^x must have the shape of truth"):
+        psnr(np.zeros(16), np.zeros((4, 4)))

@@ -247,6 +247,28 @@ def test_bad_arguments_name_the_parameter(tmp_path) -> None:
         make_problem(16, prior="learned")  # type: ignore[arg-type]
 
 
+def test_empty_and_non_finite_batches_seeds_and_patch_sizes_are_refused() -> None:
+    """Issue 24: gs_grad returned an empty or NaN gradient; patches gave numpy's own errors."""
+    net = build_network(DenoiserConfig(channels=2, depth=2))
+    with pytest.raises(ValueError, match=r"^x must be finite"):
+        gs_grad(net, torch.full((1, 1, 8, 8), float("nan")))
+    with pytest.raises(ValueError, match=r"^x must not be empty"):
+        gs_denoise(net, torch.zeros(0, 1, 8, 8))
+    rng = np.random.default_rng(0)
+    levels = [np.zeros((8, 8))]
+    with pytest.raises(ValueError, match=r"^count must be an integer in \[1, inf\]"):
+        patches(levels, 0, 4, rng)
+    with pytest.raises(TypeError, match=r"^side must be an integer"):
+        patches(levels, 2, 1.5, rng)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^levels\[0\] must be at least side = 16"):
+        patches(levels, 2, 16, rng)
+    with pytest.raises(ValueError, match=r"^seed must be an integer in \[0, "):
+        TrainConfig(seed=-1)
+    prior = LearnedPrior(net, DenoiserConfig(channels=2, depth=2))
+    with pytest.raises(TypeError, match=r"^seed must be an integer"):
+        prior.estimate_lipschitz(np.zeros((8, 8)), seed=None)  # type: ignore[arg-type]
+
+
 def test_the_shipped_denoiser_is_checked_against_its_recorded_hash(tmp_path):
     import json
     import shutil

@@ -24,7 +24,7 @@ from typing import Protocol
 
 import numpy as np
 
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
 from iclr_lab.recovery.risp.prior import LearnedPrior
 
 __all__ = ["CauchyPrior", "Operator", "Prior", "Problem", "Trace", "make_operator", "make_problem",
@@ -77,16 +77,28 @@ def make_operator(kind: str, shape: tuple[int, int], *, blur: float = 1.6, keep:
             ``seed``) or ``"downsample"`` (averages ``factor x factor`` blocks).
         shape: the image shape ``(h, w)``; both sides at least 4 (and divisible by ``factor`` for
             downsampling).
+        blur: in ``(0, 20]``.
+        keep: in ``(0, 1]``.
+        factor: an integer in ``[1, min(h, w)]``.
+        seed: an integer in ``[0, 2**32 - 1]``.
+
+    Every argument is checked, whatever the ``kind`` (an argument the kind does not use is still
+    refused when it is out of range, so that a typo never passes unnoticed).
 
     Raises:
         ValueError: an unknown ``kind`` or an argument out of range (the message names it).
+        TypeError: an argument of the wrong type (a seed that is not an integer, ``None``
+            included).
     """
     check_choice("kind", kind, OPERATORS)
     if not (isinstance(shape, tuple) and len(shape) == 2):
         raise ValueError(f"shape must be a pair (h, w), got {shape!r}")
     h, w = (check_int("shape[0]", shape[0], 4), check_int("shape[1]", shape[1], 4))
+    s = check_range("blur", blur, 0, 20, low_open=True)
+    p = check_range("keep", keep, 0, 1, low_open=True)
+    f = check_int("factor", factor, 1, min(h, w))
+    seed = check_seed(seed)
     if kind == "blur":
-        s = check_range("blur", blur, 0, 20, low_open=True)
         fy, fx = np.fft.fftfreq(h)[:, None], np.fft.rfftfreq(w)[None, :]
         # transfer function of a periodic Gaussian kernel: real, in (0, 1], so ||A|| = 1
         tf = np.exp(-2.0 * math.pi**2 * s**2 * (fy**2 + fx**2))
@@ -96,14 +108,12 @@ def make_operator(kind: str, shape: tuple[int, int], *, blur: float = 1.6, keep:
 
         return Operator(kind, (h, w), conv, conv, 1.0)  # symmetric kernel: A^T = A
     if kind == "inpaint":
-        p = check_range("keep", keep, 0, 1, low_open=True)
-        mask = np.random.default_rng(check_int("seed", seed, 0)).random((h, w)) < p
+        mask = np.random.default_rng(seed).random((h, w)) < p
 
         def select(x: np.ndarray) -> np.ndarray:
             return np.where(mask, x, 0.0)
 
         return Operator(kind, (h, w), select, select, 1.0)
-    f = check_int("factor", factor, 1, min(h, w))
     if h % f or w % f:
         raise ValueError(f"factor must divide both sides of shape {shape}, got {f}")
 
@@ -265,7 +275,19 @@ class Problem:
 
 
 def psnr(x: np.ndarray, truth: np.ndarray) -> float:
-    """Peak signal-to-noise ratio in dB for images in [0, 1] (peak 1; ``x`` is not clipped)."""
+    """Peak signal-to-noise ratio in dB for images in [0, 1] (peak 1; ``x`` is not clipped).
+
+    ``x`` and ``truth`` are non-empty finite arrays of the same shape."""
+    x = check_array("x", x)
+    truth = check_array("truth", truth)
+    if x.shape != truth.shape:
+        raise ValueError(f"x must have the shape of truth, {truth.shape}, got {x.shape}")
+    return _psnr(x, truth)
+
+
+def _psnr(x: np.ndarray, truth: np.ndarray) -> float:
+    """:func:`psnr` without the checks, for the solvers' records (an iterate that blew up to NaN is
+    recorded as a NaN PSNR, not refused)."""
     mse = float(np.mean((x - truth) ** 2))
     return math.inf if mse == 0 else -10.0 * math.log10(mse)
 
@@ -288,8 +310,10 @@ def make_problem(size: int = 128, *, kind: str = "blur", noise: float = 0.01, mu
     from iclr_lab.core.datasets import image as load_image
 
     check_int("size", size, 8, 1024)
+    check_choice("kind", kind, OPERATORS)
     sigma = check_range("noise", noise, 0, 1, low_open=True)
     factor = check_range("safety", safety, 1)
+    seed = check_seed(seed)
     if prior is None:
         prior = CauchyPrior(mu, delta)
     elif any(inspect.getattr_static(prior, a, None) is None for a in ("value", "grad", "lipschitz")):
@@ -297,7 +321,7 @@ def make_problem(size: int = 128, *, kind: str = "blur", noise: float = 0.01, mu
         raise TypeError(f"prior must have value, grad and lipschitz (a Prior), got {type(prior).__name__}")
     truth = load_image(image, size=size)
     op = make_operator(kind, (size, size), seed=seed)
-    rng = np.random.default_rng(check_int("seed", seed, 0))
+    rng = np.random.default_rng(seed)
     clean = op.forward(truth)
     y = clean + sigma * rng.standard_normal(clean.shape)
     problem = Problem(op, y, 1.0 / sigma**2, prior, truth)
@@ -356,7 +380,7 @@ class _Recorder:
         self.value[k] = value
         self.gn[k] = float(np.linalg.norm(g))
         if self.p.truth is not None:
-            self.ps[k] = psnr(x, self.p.truth)
+            self.ps[k] = _psnr(x, self.p.truth)
         return g
 
     def trace(self, x: np.ndarray, restarts: list[int], evals: int) -> Trace:
@@ -364,7 +388,7 @@ class _Recorder:
             value, g = self.p.value_and_grad(x)
             self.value[0] = value
             self.gn[0] = float(np.linalg.norm(g))
-            self.ps[0] = psnr(x, self.p.truth) if self.p.truth is not None else np.nan
+            self.ps[0] = _psnr(x, self.p.truth) if self.p.truth is not None else np.nan
         return Trace(x, self.value, self.gn, self.ps, restarts, self.snaps, evals)
 
 
@@ -372,8 +396,10 @@ def _check_common(problem: Problem, x0: np.ndarray | None, step: float | None,
                   iters: int) -> tuple[np.ndarray, float, int]:
     if not isinstance(problem, Problem):
         raise TypeError(f"problem must be a Problem (see make_problem), got {type(problem).__name__}")
-    x = problem.start() if x0 is None else np.asarray(x0, dtype=np.float64)
+    x = problem.start() if x0 is None else np.asarray(
+        check_array("x0", x0, nonempty=False, finite=False), dtype=np.float64)
     _check_image("x0", x, problem.op.shape)
+    check_array("x0", x)  # finite
     eta = 1.0 / problem.lipschitz if step is None else check_range("step", step, 0, low_open=True)
     return x.copy(), eta, check_int("iters", iters, 0)
 
@@ -384,7 +410,7 @@ def red(problem: Problem, x0: np.ndarray | None = None, *, step: float | None = 
 
     Args:
         problem: the objective (``risp-eq-objective``).
-        x0: the start (default: :meth:`Problem.start`), an image of the operator's shape.
+        x0: the start (default: :meth:`Problem.start`), a finite image of the operator's shape.
         step: the step ``eta > 0`` (default ``1/L``).
         iters: number of iterations.
         record: record ``F``, ``||grad F||`` and PSNR at every iterate (one extra evaluation of

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
 
 if TYPE_CHECKING:
     import torch
@@ -87,20 +87,33 @@ def build_network(config: DenoiserConfig) -> torch.nn.Sequential:
 
 
 def _check_batch(x: torch.Tensor) -> None:
+    """A batch for the network: a non-empty, finite float tensor of shape ``(batch, 1, h, w)``."""
     import torch
 
     if not isinstance(x, torch.Tensor) or x.ndim != 4 or x.shape[1] != 1:
         got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"x must be a tensor of shape (batch, 1, h, w), got {got}")
+    if not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point tensor, got {x.dtype}")
+    check_array("x", x.detach())  # non-empty and finite
 
 
 def gs_grad(net: torch.nn.Module, x: torch.Tensor, *, create_graph: bool = False
             ) -> tuple[torch.Tensor, torch.Tensor]:
     """``grad g_N(x) = J_R(x)^T R(x)`` for ``g_N = 1/2 ||R(x)||^2`` (per image of the batch), and
-    ``R(x)``. ``create_graph=True`` keeps the graph for training through it (double backprop)."""
+    ``R(x)``. ``create_graph=True`` keeps the graph for training through it (double backprop).
+
+    ``x`` is a non-empty, finite float tensor of shape ``(batch, 1, h, w)``."""
+    _check_batch(x)
+    return _gs_grad(net, x, create_graph=create_graph)
+
+
+def _gs_grad(net: torch.nn.Module, x: torch.Tensor, *, create_graph: bool = False
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`gs_grad` without the checks, for :class:`LearnedPrior`, whose images are checked
+    by ``_to_batch`` (an iterate that blew up gives a NaN gradient, as with the Cauchy prior)."""
     import torch
 
-    _check_batch(x)
     with torch.enable_grad():
         xr = x if (create_graph and x.requires_grad) else x.detach().requires_grad_(True)
         r = net(xr)
@@ -109,7 +122,8 @@ def gs_grad(net: torch.nn.Module, x: torch.Tensor, *, create_graph: bool = False
 
 
 def gs_denoise(net: torch.nn.Module, x: torch.Tensor, *, create_graph: bool = False) -> torch.Tensor:
-    """The gradient-step denoiser ``D(x) = x - grad g_N(x)`` (``risp-eq-gs``)."""
+    """The gradient-step denoiser ``D(x) = x - grad g_N(x)`` (``risp-eq-gs``); ``x`` as in
+    :func:`gs_grad`."""
     g, _ = gs_grad(net, x, create_graph=create_graph)
     return x - g
 
@@ -274,7 +288,7 @@ class LearnedPrior:
 
     def grad(self, x: np.ndarray) -> np.ndarray:
         """``grad g(x) = -S(x)``, minus the score: ``scale * J_R(x)^T R(x)``."""
-        g, r = gs_grad(self.net, _to_batch(x, self._torch_dtype()))
+        g, r = _gs_grad(self.net, _to_batch(x, self._torch_dtype()))
         self._last.update(x=np.array(x, dtype=np.float64), value=self._value_of(r))
         return self.scale * g[0, 0].double().numpy()
 
@@ -290,16 +304,17 @@ class LearnedPrior:
             raise ValueError(f"v must be an array of the shape of x, {getattr(x, 'shape', None)}")
         xt = _to_batch(x, self._torch_dtype()).requires_grad_(True)
         with torch.enable_grad():
-            g, _ = gs_grad(self.net, xt, create_graph=True)
+            g, _ = _gs_grad(self.net, xt, create_graph=True)
             (hv,) = torch.autograd.grad(g, xt, grad_outputs=_to_batch(v, self._torch_dtype()))
         return self.scale * hv[0, 0].double().numpy()
 
     def estimate_lipschitz(self, x: np.ndarray, *, iters: int = 30, seed: int = 0) -> float:
         """The spectral norm of ``Hess g(x)`` (its largest eigenvalue in absolute value: ``g`` is
         not convex), by power iteration from a seeded random start. This is a **local** estimate
-        of the Lipschitz constant of ``grad g`` near ``x``, not a bound."""
+        of the Lipschitz constant of ``grad g`` near ``x``, not a bound. ``iters >= 1``; ``seed``
+        an integer in ``[0, 2**32 - 1]``."""
         n = check_int("iters", iters, 1)
-        v = np.random.default_rng(check_int("seed", seed, 0)).standard_normal(np.shape(x))
+        v = np.random.default_rng(check_seed(seed)).standard_normal(np.shape(x))
         v /= np.linalg.norm(v)
         est = 0.0
         for _ in range(n):

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from iclr_lab.core.provenance import code_version, sha256
-from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.core.validation import check_array, check_int, check_range, check_seed
 from iclr_lab.recovery.risp import prior
 from iclr_lab.recovery.risp.prior import FORMAT, WEIGHTS, build_network, gs_denoise
 
@@ -67,7 +67,7 @@ class TrainConfig:
         patch: patch side in pixels (>= 8).
         lr: peak learning rate (> 0), reached after ``warmup`` steps, then cosine decay to 0.
         warmup: linear warm-up steps (>= 1).
-        seed: seeds the initial weights and every batch.
+        seed: seeds the initial weights and every batch, an integer in ``[0, 2**32 - 1]``.
         log_every: steps between two points of the recorded training curve.
     """
 
@@ -85,7 +85,7 @@ class TrainConfig:
         check_int("patch", self.patch, 8, 256)
         check_range("lr", self.lr, 0, 1, low_open=True)
         check_int("warmup", self.warmup, 1)
-        check_int("seed", self.seed, 0, 2**31 - 1)
+        check_seed(self.seed)
         check_int("log_every", self.log_every, 1)
 
 
@@ -113,7 +113,33 @@ def pyramid(names: Sequence[str] = TRAIN_IMAGES, scales: Sequence[int] = SCALES,
 def patches(levels: Sequence[np.ndarray], count: int, side: int, rng: np.random.Generator) -> np.ndarray:
     """``count`` random ``side x side`` patches, each from a picture drawn uniformly from
     ``levels``, at a uniform position, under one of the 8 flips and quarter turns.
-    Returns float32 of shape ``(count, 1, side, side)``."""
+    Returns float32 of shape ``(count, 1, side, side)``.
+
+    Args:
+        levels: a non-empty sequence of finite 2-D pictures, each at least ``side`` pixels a side.
+        count: the number of patches, ``>= 1``.
+        side: the patch side in pixels, ``>= 1``.
+        rng: the numpy ``Generator`` the patches are drawn from.
+    """
+    count = check_int("count", count, 1)
+    side = check_int("side", side, 1)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
+    if isinstance(levels, np.ndarray) or not isinstance(levels, Sequence) or not levels:
+        raise TypeError("levels must be a non-empty sequence of 2-D pictures")
+    for i, level in enumerate(levels):
+        img = check_array(f"levels[{i}]", level, ndim=2)
+        if min(img.shape) < side:
+            raise ValueError(f"levels[{i}] must be at least side = {side} pixels a side, got shape "
+                             f"{img.shape}")
+    return _patches(levels, count, side, rng)
+
+
+def _patches(levels: Sequence[np.ndarray], count: int, side: int, rng: np.random.Generator
+             ) -> np.ndarray:
+    """:func:`patches` without the checks, for the training loop (its levels come from
+    :func:`pyramid`, at least ``patch`` pixels a side; checking every picture at every step would
+    only cost time)."""
     out = np.empty((count, 1, side, side), dtype=np.float32)
     for i in range(count):
         img = levels[int(rng.integers(len(levels)))]
@@ -149,7 +175,7 @@ def train(config: prior.DenoiserConfig | None = None, train_config: TrainConfig 
     running, seen = 0.0, 0
     for step in progress(range(tc.steps), desc="train GS denoiser", total=tc.steps):
         rng = np.random.default_rng([tc.seed, step])
-        clean = torch.from_numpy(patches(levels, tc.batch, tc.patch, rng))
+        clean = torch.from_numpy(_patches(levels, tc.batch, tc.patch, rng))
         noisy = clean + dc.sigma * torch.from_numpy(rng.standard_normal(clean.shape).astype(np.float32))
         for group in opt.param_groups:
             group["lr"] = warmup_cosine(step + 1, tc.lr, tc.warmup, max(tc.steps, tc.warmup + 1))
