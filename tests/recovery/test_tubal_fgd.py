@@ -391,3 +391,52 @@ def test_polished_spectral_run_is_stationary() -> None:
     traj = ex._batch([p], [[run]], 50)
     rse, grad, its = ex._polish(p, 0.05, traj.u_last[0, 0])
     assert grad <= ex.STATIONARY and its > 0 and math.isfinite(rse)
+
+
+@pytest.mark.parametrize("rng", [None, -1, 1.5, "0"])
+def test_every_random_function_refuses_an_unseeded_or_bad_rng(rng: object) -> None:
+    """Issue 24, item 4: ``rng=None`` (the old default) was numpy's fresh entropy; now the default
+    is the seed 0 and ``None``, negative, float and string seeds are refused."""
+    x = planted_tensor(3, 1, 2)  # the default draws from seed 0: the same tensor every time
+    assert np.array_equal(x, planted_tensor(3, 1, 2, 0))
+    meas = gaussian_measurements(x, 12, 0.1, 0)
+    cases = [lambda: planted_tensor(3, 1, 2, rng), lambda: small_init(3, 2, 2, 1e-3, rng),
+             lambda: gaussian_measurements(x, 12, 0.1, rng), lambda: meas.split(0.2, rng),
+             lambda: fgd(meas, 2, steps=1, rng=rng),
+             lambda: complete(np.ones((3, 3, 2)), np.ones((3, 3, 2), dtype=bool), 1, rng=rng)]
+    for make in cases:
+        with pytest.raises((TypeError, ValueError), match=r"^rng must be an integer"):
+            make()  # type: ignore[no-untyped-call]
+
+
+def test_empty_non_finite_and_mismatched_arrays_are_refused() -> None:
+    """Issue 24: empty tensors were multiplied silently, a NaN mask read as all True, descend's
+    shapes failed deep inside numpy."""
+    x = planted_tensor(3, 1, 2)
+    meas = gaussian_measurements(x, 12, 0.0)
+    u0 = np.full((1, 1, 3, 2, 2), 1e-3)
+    cases = [
+        (lambda: t_product(np.zeros((0, 3, 2)), x), r"^a must not be empty"),
+        (lambda: fold(np.full((6, 2), np.nan), 3), r"^m must be finite"),
+        (lambda: complete(np.ones((3, 3, 2)), np.full((3, 3, 2), np.nan), 1), r"^mask must be finite"),
+        (lambda: complete(np.ones((3, 3, 2)), np.full((3, 3, 2), 2), 1), r"^mask must be boolean"),
+        (lambda: complete(np.ones((3, 3, 2)), np.ones((3, 3, 2), dtype=bool), 1,
+                          truth=np.full((3, 3, 2), np.nan)), r"^truth must be finite"),
+        (lambda: descend(u0, meas.A[None], meas.y[None], 0.1, 2), r"^y_train must be 3-dimensional"),
+        (lambda: descend(u0, meas.A[None, :, :2], meas.y[None, None], 0.1, 2), r"^a_train must have"),
+        (lambda: descend(u0, meas.A[None], meas.y[None, None], 0.1, -1), r"^steps must be an integer"),
+        (lambda: descend(u0, meas.A[None], meas.y[None, None], 0.0, 2), r"^eta must be in \(0, inf\)"),
+        (lambda: descend(u0, meas.A[None], meas.y[None, None], 0.1, 2, x_star=x[None], r=0),
+         r"^r must be an integer in \[1, 2\]"),
+        (lambda: descend(u0, meas.A[None], meas.y[None, None], 0.1, 2, monitor_at=(1,)),
+         r"^monitor_at needs x_star and r"),
+        (lambda: psnr(np.full((2, 2, 3), np.nan), np.zeros((2, 2, 3))), r"^estimate must be finite"),
+        (lambda: completion_demo(seed=-1), r"^seed must be an integer in \[0, "),
+        (lambda: explore_run(R=math.inf), r"^R must be in \[1, 20\]"),
+    ]
+    for make, message in cases:
+        with pytest.raises(ValueError, match=message):
+            make()
+    # steps = 0 records the start only, the same as the first entry of a longer run
+    short = descend(u0, meas.A[None], meas.y[None, None], 0.1, 0)
+    assert short.train_loss[0] == descend(u0, meas.A[None], meas.y[None, None], 0.1, 3).train_loss[0]

@@ -21,20 +21,23 @@ from typing import Any
 
 import numpy as np
 
-from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.core.validation import check_array, check_int, check_range
 
 __all__ = ["block_circulant", "fold", "t_identity", "t_product", "t_spectral_norm", "t_svd",
            "t_transpose", "tubal_rank", "unfold"]
 
 
 def _tensor(name: str, value: Any) -> np.ndarray:
-    """``value`` as a real float64 array of shape ``(n1, n2, k)``; a clear error otherwise."""
+    """``value`` as a real float64 array of shape ``(n1, n2, k)``, non-empty and finite; a clear
+    error naming ``name`` otherwise."""
     a = np.asarray(value)
     if a.ndim != 3:
         raise ValueError(f"{name} must be a third-order tensor of shape (n1, n2, k), got shape {a.shape}")
     if np.iscomplexobj(a):
         raise TypeError(f"{name} must be real, got dtype {a.dtype}")
-    if not np.all(np.isfinite(a)):
+    if 0 in a.shape:
+        raise ValueError(f"{name} must not be empty (every side at least 1), got shape {a.shape}")
+    if not np.all(np.isfinite(check_array(name, a, finite=False))):  # numeric, then finite
         raise ValueError(f"{name} must be finite (no NaN or infinity)")
     return a.astype(np.float64, copy=False)
 
@@ -92,9 +95,14 @@ def unfold(a: np.ndarray) -> np.ndarray:
 
 
 def fold(m: np.ndarray, k: int) -> np.ndarray:
-    """The inverse of :func:`unfold`: an ``(n1 k) x n2`` matrix back to an ``n1 x n2 x k`` tensor."""
-    m = np.asarray(m, dtype=np.float64)
+    """The inverse of :func:`unfold`: an ``(n1 k) x n2`` matrix back to an ``n1 x n2 x k`` tensor.
+
+    ``m`` is a non-empty finite real matrix whose row count is a multiple of ``k >= 1``."""
     k = check_int("k", k, 1)
+    m = np.asarray(check_array("m", m))  # numeric, non-empty and finite
+    if np.iscomplexobj(m):
+        raise TypeError(f"m must be real, got dtype {m.dtype}")
+    m = m.astype(np.float64, copy=False)
     if m.ndim != 2 or m.shape[0] % k:
         raise ValueError(f"m must be a matrix whose row count is a multiple of k = {k}, got shape {m.shape}")
     return np.stack(np.split(m, k, axis=0), axis=2)

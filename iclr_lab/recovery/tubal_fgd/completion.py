@@ -10,13 +10,15 @@ the paper's factorisation for it is asymmetric; see the chapter.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
 from iclr_lab.recovery.tubal_fgd.algebra import t_svd
+from iclr_lab.recovery.tubal_fgd.method import _generator
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,8 +31,9 @@ STEP = 0.2
 
 def psnr(estimate: np.ndarray, truth: np.ndarray) -> float:
     """Peak signal-to-noise ratio in dB of an image with values in ``[0, 1]`` (the estimate is
-    clipped to that range first)."""
-    estimate, truth = np.asarray(estimate, dtype=np.float64), np.asarray(truth, dtype=np.float64)
+    clipped to that range first). Both are non-empty finite real arrays of the same shape."""
+    estimate = np.asarray(check_array("estimate", estimate), dtype=np.float64)
+    truth = np.asarray(check_array("truth", truth), dtype=np.float64)
     if estimate.shape != truth.shape:
         raise ValueError(f"estimate and truth must have the same shape, got {estimate.shape} and "
                          f"{truth.shape}")
@@ -70,7 +73,7 @@ def _ifft(xh: np.ndarray) -> np.ndarray:
 def complete(observed: np.ndarray, mask: np.ndarray, R: int, *,
              init: Literal["small", "spectral"] = "small", alpha: float = 1e-3,
              eta: float | None = None, steps: int = 500, val_fraction: float = 0.1,
-             truth: np.ndarray | None = None, rng: np.random.Generator | int | None = None
+             truth: np.ndarray | None = None, rng: np.random.Generator | int = 0
              ) -> CompletionResult:
     """Asymmetric FGD for tensor completion (``tubal_fgd-eq-completion``).
 
@@ -80,34 +83,46 @@ def complete(observed: np.ndarray, mask: np.ndarray, R: int, *,
     (``tubal_fgd-eq-es``).
 
     Args:
-        observed: the tensor ``Y`` (``n1 x n2 x k``; values at unobserved entries are ignored).
-        mask: boolean, ``True`` where an entry is observed.
-        R: the tubal rank of the factors ``L`` (``n1 x R x k``) and ``R`` (``n2 x R x k``).
+        observed: the tensor ``Y`` (``n1 x n2 x k``, every side at least 1; values at unobserved
+            entries are ignored, the observed ones must be finite).
+        mask: boolean (or 0/1), ``True`` where an entry is observed; the shape of ``observed``.
+        R: the tubal rank of the factors ``L`` (``n1 x R x k``) and ``R`` (``n2 x R x k``),
+            ``1 <= R <= min(n1, n2)``.
         init: ``"small"`` (i.i.d. ``N(0, alpha^2 / R)`` entries in both factors) or ``"spectral"``
             (the top ``R`` singular tubes of ``P_train(Y) / p``, split evenly between the factors).
-        alpha: the scale of the small start.
-        eta: the step size; by default ``0.2 / ||P_train(Y) / p||``.
-        steps: the number of updates.
+        alpha: the scale of the small start, in ``(0, inf)``.
+        eta: the step size, in ``(0, inf)``; by default ``0.2 / ||P_train(Y) / p||``.
+        steps: the number of updates, ``>= 1``.
         val_fraction: the share of the observed entries held out, in ``(0, 1)``.
-        truth: the full tensor, only to record the PSNR along the run.
-        rng: the random source of the split and of the small start.
+        truth: the full tensor (finite, the shape of ``observed``), only to record the PSNR along
+            the run.
+        rng: the random source of the split and of the small start: a numpy ``Generator`` or a
+            seed in ``[0, 2**32 - 1]``.
     """
-    y = np.asarray(observed, dtype=np.float64)
-    omega = np.asarray(mask, dtype=bool)
-    if y.ndim != 3 or omega.shape != y.shape:
-        raise ValueError(f"observed must be a third-order tensor and mask of the same shape; got "
-                         f"{y.shape} and {omega.shape}")
+    y = np.asarray(check_array("observed", observed, finite=False))
+    if np.iscomplexobj(y):
+        raise TypeError(f"observed must be real, got dtype {y.dtype}")
+    y = y.astype(np.float64, copy=False)
+    if y.ndim != 3:
+        raise ValueError(f"observed must be a third-order tensor, got shape {y.shape}")
+    omega = np.asarray(check_array("mask", mask, shape=y.shape))  # finite: NaN is not a flag
+    if omega.dtype != bool:
+        if not np.all((omega == 0) | (omega == 1)):
+            raise ValueError("mask must be boolean (or 0 and 1), True where an entry is observed")
+        omega = omega.astype(bool)
     if not np.all(np.isfinite(y[omega])):
         raise ValueError("observed must be finite where mask is True")
     n1, n2, k = y.shape
     R = check_int("R", R, 1, min(n1, n2))
     check_choice("init", init, ("small", "spectral"))
     alpha = check_range("alpha", alpha, 0.0, low_open=True)
+    if eta is not None:
+        eta = check_range("eta", eta, 0.0, low_open=True)
     steps = check_int("steps", steps, 1)
     check_range("val_fraction", val_fraction, 0.0, 1.0, low_open=True, high_open=True)
-    if truth is not None and np.shape(truth) != y.shape:
-        raise ValueError(f"truth must have shape {y.shape}, got {np.shape(truth)}")
-    gen = np.random.default_rng(rng)
+    if truth is not None:
+        truth = np.asarray(check_array("truth", truth, shape=y.shape), dtype=np.float64)
+    gen = _generator(rng)
     idx = np.flatnonzero(omega)
     if idx.size < 2:
         raise ValueError("mask must mark at least two observed entries (one to train, one to validate)")
@@ -123,7 +138,7 @@ def complete(observed: np.ndarray, mask: np.ndarray, R: int, *,
     scale = float(np.linalg.norm(_fft(back), ord=2, axis=(1, 2)).max())
     if scale == 0.0:
         raise ValueError("the observed entries are all zero: there is nothing to complete")
-    eta = STEP / scale if eta is None else check_range("eta", eta, 0.0, low_open=True)
+    eta = STEP / scale if eta is None else eta
     if init == "small":
         lh = _fft(alpha / np.sqrt(R) * gen.standard_normal((n1, R, k)))
         rh = _fft(alpha / np.sqrt(R) * gen.standard_normal((n2, R, k)))
@@ -162,15 +177,22 @@ def completion_demo(size: int = 64, p: float = 0.3, sigma: float = 0.07,
         ``{"table": DataFrame, "images": {name: image}}``: one row per method with its PSNR at the
         validation-chosen iterate, its best and last PSNR along the run and the chosen iteration;
         the images are the truth, the observation and each method's estimate.
-    """
-    import pandas as pd
-    from skimage import data
-    from skimage.transform import resize
 
+    ``size`` is in ``[8, 512]``, ``p`` in ``(0, 1]``, ``sigma`` in ``[0, inf)``, each rank in
+    ``[1, size]``, ``steps >= 1`` and ``seed`` in ``[0, 2**32 - 1]``.
+    """
     size = check_int("size", size, 8, 512)
     check_range("p", p, 0.0, 1.0, low_open=True)
     sigma = check_range("sigma", sigma, 0.0)
+    if isinstance(ranks, str) or not isinstance(ranks, Sequence):
+        raise TypeError(f"ranks must be a sequence of integers, got {type(ranks).__name__}")
+    ranks = tuple(check_int("ranks", R, 1, size) for R in ranks)
     steps = check_int("steps", steps, 1)
+    seed = check_seed(seed)
+
+    import pandas as pd
+    from skimage import data
+    from skimage.transform import resize
     truth = resize(data.astronaut(), (size, size), anti_aliasing=True).astype(np.float64)
     gen = np.random.default_rng([seed, 15])
     mask = gen.uniform(size=truth.shape) < p
@@ -195,15 +217,21 @@ def completion_demo(size: int = 64, p: float = 0.3, sigma: float = 0.07,
 
 def completion_figure(images: dict[str, np.ndarray], names: list[str], *, zoom: int = 3) -> bytes:
     """A PNG of the images ``names`` from :func:`completion_demo` side by side, each enlarged
-    ``zoom`` times (nearest neighbour) under its name; display it with ``IPython.display.Image``."""
+    ``zoom`` times (nearest neighbour) under its name; display it with ``IPython.display.Image``.
+    ``zoom`` is in ``[1, 16]``; the images named are finite ``h x w x 3`` arrays of one shape."""
     import io
 
     from PIL import Image, ImageDraw
 
     zoom = check_int("zoom", zoom, 1, 16)
+    if not names:
+        raise ValueError("names must name at least one image")
     missing = [n for n in names if n not in images]
     if missing:
         raise ValueError(f"names {missing} are not among the images {list(images)}")
+    first = check_array(f"images[{names[0]!r}]", images[names[0]], ndim=3)
+    for n in names:
+        check_array(f"images[{n!r}]", images[n], shape=(*first.shape[:2], 3))
     tiles = [np.clip(images[n], 0.0, 1.0) for n in names]
     h, w = tiles[0].shape[0] * zoom, tiles[0].shape[1] * zoom
     pad, label = 8, 30

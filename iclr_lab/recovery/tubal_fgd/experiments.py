@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.core.validation import check_int, check_range, check_seed
 from iclr_lab.recovery.tubal_fgd.method import (
     Measurements,
     Trajectory,
@@ -160,10 +160,10 @@ def book_problem(seed: int = 0, sigma: float = 0.05, scale: str = "book"
                  ) -> tuple[np.ndarray, Measurements, Measurements]:
     """The planted problem that :func:`reproduce` builds for ``seed`` at ``scale``, measured with
     noise ``sigma`` (``tubal_fgd-eq-model``): ``(x_star, train, val)``, the truth and the training
-    and validation measurements."""
+    and validation measurements. ``seed`` is in ``[0, 2**32 - 1]``, ``sigma`` in ``[0, inf)``."""
     from iclr_lab.core.scales import pick
 
-    seed = check_int("seed", seed, 0)
+    seed = check_seed(seed)
     sigma = check_range("sigma", sigma, 0.0)
     p = _problem(pick(SIZES, scale), seed)
     return p.x_star, p.train(sigma), p.val(sigma)
@@ -757,15 +757,18 @@ def explore_run(alpha: float = 1e-6, R: float = 8, sigma: float = 0.3, steps: in
     """One problem of the chapter's book scale (``n = 20``, ``k = 3``, ``r = 2``): FGD from the
     small start of scale ``alpha`` and from the spectral start, factor rank ``R``, noise ``sigma``;
     the error along each run (``tubal_fgd-eq-fgd``), with the validation-chosen iteration
-    (``tubal_fgd-eq-es``) of each. Runs that diverge are cut where they do."""
+    (``tubal_fgd-eq-es``) of each. Runs that diverge are cut where they do.
+
+    ``alpha`` is in ``(0, inf)``, ``R`` in ``[1, 20]`` (a slider's float, rounded to a whole
+    number), ``sigma`` in ``[0, inf)``, ``steps >= 1`` and ``seed`` in ``[0, 2**32 - 1]``."""
     import pandas as pd
 
     check_range("alpha", alpha, 0.0, low_open=True)
     sz = SIZES["book"]
-    R_ = check_int("R", round(R), 1, sz.n)
+    R_ = round(check_range("R", R, 1, sz.n))
     sigma = check_range("sigma", sigma, 0.0)
     steps = check_int("steps", steps, 1)
-    p = _problem(sz, check_int("seed", seed, 0))
+    p = _problem(sz, check_seed(seed))
     rng = np.random.default_rng([seed, 14])
     runs = [_start(p, SMALL, R_, sigma, alpha, rng), _start(p, SPECTRAL, R_, sigma, alpha, rng)]
     with _one_blas_thread():

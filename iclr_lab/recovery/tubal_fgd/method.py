@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
 from iclr_lab.recovery.tubal_fgd.algebra import _tensor, t_product, t_transpose
 
 __all__ = ["FGDResult", "Measurements", "Trajectory", "default_step", "descend", "fgd",
@@ -93,28 +93,48 @@ def _slice_last(x: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 
 
+def _generator(rng: np.random.Generator | int, name: str = "rng") -> np.random.Generator:
+    """``rng`` itself if it is a numpy ``Generator``, else ``default_rng(seed)`` for an integer seed
+    in ``[0, 2**32 - 1]``. ``None`` (numpy's fresh entropy) is refused: every run of the package is
+    seeded, so that it can be repeated."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    return np.random.default_rng(check_seed(rng, name))
+
+
+def _real(name: str, value: Any, ndim: int) -> np.ndarray:
+    """``value`` as a real float64 array with ``ndim`` dimensions, each at least 1, all entries
+    finite; an error naming ``name`` otherwise."""
+    a = np.asarray(check_array(name, value, nonempty=False, finite=False))
+    if np.iscomplexobj(a):
+        raise TypeError(f"{name} must be real, got dtype {a.dtype}")
+    if a.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-dimensional, got shape {a.shape}")
+    if 0 in a.shape:
+        raise ValueError(f"{name} must not be empty (every side at least 1), got shape {a.shape}")
+    return np.asarray(check_array(name, a.astype(np.float64, copy=False)))
+
+
 @dataclass(frozen=True)
 class Measurements:
     """Linear measurements ``y_i = <A_i, X> + s_i``, ``i = 1..m``, of an ``n1 x n2 x k`` tensor
     (``tubal_fgd-eq-model``).
 
     Attributes:
-        A: the sensing tensors, shape ``(m, n1, n2, k)``.
-        y: the measurements, shape ``(m,)``.
+        A: the sensing tensors, shape ``(m, n1, n2, k)``, every side at least 1, finite.
+        y: the measurements, shape ``(m,)``, finite.
     """
 
     A: np.ndarray
     y: np.ndarray
 
     def __post_init__(self) -> None:
-        a, y = np.asarray(self.A, dtype=np.float64), np.asarray(self.y, dtype=np.float64)
-        if a.ndim != 4 or a.shape[0] < 1:
-            raise ValueError(f"A must have shape (m, n1, n2, k) with m >= 1, got {a.shape}")
+        a = _real("A", self.A, 4)
+        y = np.asarray(check_array("y", self.y, nonempty=False, finite=False))
         if y.shape != (a.shape[0],):
             raise ValueError(f"y must hold one measurement per sensing tensor: shape ({a.shape[0]},), "
                              f"got {y.shape}")
-        if not (np.all(np.isfinite(a)) and np.all(np.isfinite(y))):
-            raise ValueError("A and y must be finite (no NaN or infinity)")
+        y = _real("y", y, 1)
         object.__setattr__(self, "A", a)
         object.__setattr__(self, "y", y)
 
@@ -151,38 +171,42 @@ class Measurements:
         idx = np.asarray(index, dtype=np.int64)
         return Measurements(self.A[idx], self.y[idx])
 
-    def split(self, val_fraction: float, rng: np.random.Generator | int | None = None
+    def split(self, val_fraction: float, rng: np.random.Generator | int = 0
               ) -> tuple[Measurements, Measurements]:
         """A random split into ``(train, validation)``, the validation part holding
-        ``round(val_fraction * m)`` measurements (at least one, and at least one left to train on)."""
+        ``round(val_fraction * m)`` measurements (at least one, and at least one left to train on).
+        ``val_fraction`` is in ``(0, 1)``; ``rng`` is a numpy ``Generator`` or a seed in
+        ``[0, 2**32 - 1]``."""
         check_range("val_fraction", val_fraction, 0.0, 1.0, low_open=True, high_open=True)
+        gen = _generator(rng)
         n_val = min(max(1, round(val_fraction * self.m)), self.m - 1)
         if n_val < 1:
             raise ValueError(f"splitting needs at least 2 measurements, got m = {self.m}")
-        perm = np.random.default_rng(rng).permutation(self.m)
+        perm = gen.permutation(self.m)
         return self.subset(np.sort(perm[n_val:])), self.subset(np.sort(perm[:n_val]))
 
 
-def planted_tensor(n: int, r: int, k: int, rng: np.random.Generator | int | None = None
-                   ) -> np.ndarray:
+def planted_tensor(n: int, r: int, k: int, rng: np.random.Generator | int = 0) -> np.ndarray:
     """A random ``n x n x k`` symmetric PSD tensor ``X* = X * X^T`` of tubal rank ``r``: ``X`` has
-    i.i.d. N(0, 1) entries, and ``X*`` is scaled to ``||X*||_F^2 = r k`` (``tubal_fgd-eq-model``)."""
+    i.i.d. N(0, 1) entries, and ``X*`` is scaled to ``||X*||_F^2 = r k`` (``tubal_fgd-eq-model``).
+    ``n, k >= 1``, ``1 <= r <= n``; ``rng`` a numpy ``Generator`` or a seed in ``[0, 2**32 - 1]``."""
     n, k = check_int("n", n, 1), check_int("k", k, 1)
     r = check_int("r", r, 1, n)
-    x = np.random.default_rng(rng).standard_normal((n, r, k))
+    x = _generator(rng).standard_normal((n, r, k))
     x_star = t_product(x, t_transpose(x))
     x_star = 0.5 * (x_star + t_transpose(x_star))  # symmetric to the last bit
     return x_star * np.sqrt(r * k) / np.linalg.norm(x_star)
 
 
 def gaussian_measurements(x_star: np.ndarray, m: int, sigma: float,
-                          rng: np.random.Generator | int | None = None) -> Measurements:
+                          rng: np.random.Generator | int = 0) -> Measurements:
     """``m`` measurements of ``x_star`` with i.i.d. N(0, 1) sensing tensors and N(0, sigma^2) noise
-    (``tubal_fgd-eq-model``)."""
+    (``tubal_fgd-eq-model``). ``m >= 1``, ``sigma`` in ``[0, inf)``; ``rng`` a numpy ``Generator``
+    or a seed in ``[0, 2**32 - 1]``."""
     x_star = _tensor("x_star", x_star)
     m = check_int("m", m, 1)
     sigma = check_range("sigma", sigma, 0.0)
-    gen = np.random.default_rng(rng)
+    gen = _generator(rng)
     a = gen.standard_normal((m, *x_star.shape))
     noise = sigma * gen.standard_normal(m)
     return Measurements(a, a.reshape(m, -1) @ x_star.ravel() + noise)
@@ -193,14 +217,21 @@ def gaussian_measurements(x_star: np.ndarray, m: int, sigma: float,
 # ----------------------------------------------------------------------------------------------
 
 
-def small_init(n: int, R: int, k: int, alpha: float, rng: np.random.Generator | int | None = None
-               ) -> np.ndarray:
+def small_init(n: int, R: int, k: int, alpha: float, rng: np.random.Generator | int = 0) -> np.ndarray:
     """The paper's start (``tubal_fgd-eq-small``): ``U_0`` of shape ``n x R x k`` with i.i.d.
-    ``N(0, alpha^2 / R)`` entries."""
+    ``N(0, alpha^2 / R)`` entries. ``n, R, k >= 1``, ``alpha`` in ``(0, inf)``; ``rng`` a numpy
+    ``Generator`` or a seed in ``[0, 2**32 - 1]``."""
     n, k = check_int("n", n, 1), check_int("k", k, 1)
     R = check_int("R", R, 1)
     alpha = check_range("alpha", alpha, 0.0, low_open=True)
-    return alpha / np.sqrt(R) * np.random.default_rng(rng).standard_normal((n, R, k))
+    return alpha / np.sqrt(R) * _generator(rng).standard_normal((n, R, k))
+
+
+def _check_meas(name: str, meas: Any) -> Measurements:
+    if not isinstance(meas, Measurements):
+        raise TypeError(f"{name} must be Measurements (see gaussian_measurements), got "
+                        f"{type(meas).__name__}")
+    return meas
 
 
 def _backprojection(meas: Measurements) -> np.ndarray:
@@ -213,6 +244,7 @@ def spectral_init(meas: Measurements, R: int) -> np.ndarray:
     """The spectral start of Liu et al. (``tubal_fgd-eq-spectral``): in every Fourier slice of
     ``sym(M*(y)) / m``, the top ``R`` eigenpairs ``(lambda_j, q_j)``, and ``U_0 = [q_j sqrt(max(lambda_j,
     0))]_j``; so ``U_0 * U_0^T`` is the best PSD approximation of tubal rank ``R``."""
+    _check_meas("meas", meas)
     n1, n2, k = meas.shape
     if n1 != n2:
         raise ValueError(f"spectral_init needs square slices (n x n x k), got {meas.shape}")
@@ -227,7 +259,9 @@ def spectral_init(meas: Measurements, R: int) -> np.ndarray:
 
 def default_step(meas: Measurements, step: float = STEP) -> float:
     """The step size ``eta = step / ||sym(M*(y)) / m||`` (``tubal_fgd-eq-fgd``): the data's estimate
-    of ``||X*||`` (spectral norm) replaces ``||X*||`` itself, which FGD does not know."""
+    of ``||X*||`` (spectral norm) replaces ``||X*||`` itself, which FGD does not know. ``step``
+    is in ``(0, inf)``."""
+    _check_meas("meas", meas)
     step = check_range("step", step, 0.0, low_open=True)
     n1, n2, k = meas.shape
     gh = _Tubes(k).to_fourier(_slice_first(_backprojection(meas)))
@@ -316,10 +350,53 @@ def descend(u0: np.ndarray, a_train: np.ndarray, y_train: np.ndarray, eta: np.nd
         a_val: validation sensing tensors, ``(S, m_val, n, n, k)``.
         y_val: validation measurements, ``(S, B, m_val)``.
         x_star: the truth ``(S, n, n, k)``, only to record the error (the descent never uses it).
-        r: the true tubal rank, needed by ``monitor_at``.
-        monitor_at: iterations at which to record :func:`stage_metrics`.
+        r: the true tubal rank, ``1 <= r <= min(n, R)``, needed by ``monitor_at``.
+        monitor_at: iterations in ``[0, steps]`` at which to record :func:`stage_metrics` (they
+            need ``x_star`` and ``r``).
+
+    Every array is real, non-empty and finite; ``eta`` is positive; ``steps >= 0``.
     """
+    u0 = _real("u0", u0, 5)
     S, B, n, R, k = u0.shape
+    a_train = _real("a_train", a_train, 5)
+    if a_train.shape[0] != S or a_train.shape[2:] != (n, n, k):
+        raise ValueError(f"a_train must have shape (S, m, n, n, k) = ({S}, m, {n}, {n}, {k}) to match "
+                         f"u0, got {a_train.shape}")
+    y_train = _real("y_train", y_train, 3)
+    if y_train.shape != (S, B, a_train.shape[1]):
+        raise ValueError(f"y_train must have shape (S, B, m) = {(S, B, a_train.shape[1])}, got "
+                         f"{y_train.shape}")
+    if isinstance(eta, np.ndarray) and eta.ndim == 0:
+        eta = eta.item()
+    if np.ndim(eta) == 0:
+        eta_arr = np.full((S, B), check_range("eta", eta, 0.0, low_open=True))
+    else:
+        eta_arr = _real("eta", eta, 2)
+        if eta_arr.shape != (S, B):
+            raise ValueError(f"eta must be a number or of shape (S, B) = {(S, B)}, got {eta_arr.shape}")
+        if np.any(eta_arr <= 0):
+            raise ValueError(f"eta must be positive, got minimum {eta_arr.min():g}")
+    steps = check_int("steps", steps, 0)
+    if (a_val is None) != (y_val is None):
+        raise ValueError("a_val and y_val must be given together")
+    if a_val is not None and y_val is not None:
+        a_val = _real("a_val", a_val, 5)
+        if a_val.shape[0] != S or a_val.shape[2:] != (n, n, k):
+            raise ValueError(f"a_val must have shape (S, m_val, n, n, k) = ({S}, m_val, {n}, {n}, "
+                             f"{k}), got {a_val.shape}")
+        y_val = _real("y_val", y_val, 3)
+        if y_val.shape != (S, B, a_val.shape[1]):
+            raise ValueError(f"y_val must have shape (S, B, m_val) = {(S, B, a_val.shape[1])}, got "
+                             f"{y_val.shape}")
+    if x_star is not None:
+        x_star = _real("x_star", x_star, 4)
+        if x_star.shape != (S, n, n, k):
+            raise ValueError(f"x_star must have shape (S, n, n, k) = {(S, n, n, k)}, got {x_star.shape}")
+    if r is not None:
+        r = check_int("r", r, 1, min(n, R))
+    monitor_at = [check_int("monitor_at", t, 0, steps) for t in monitor_at]
+    if monitor_at and (x_star is None or r is None):
+        raise ValueError("monitor_at needs x_star and r (the stages are measured against the truth)")
     tubes = _Tubes(k)
     d, m = n * n * k, a_train.shape[1]
     # the sensing tensors as rows over the slice-first layout in which Z is computed
@@ -335,7 +412,7 @@ def descend(u0: np.ndarray, a_train: np.ndarray, y_train: np.ndarray, eta: np.nd
     xk = _slice_first(x_star) if x_star is not None else None
     x_norm2 = np.sum(xk**2, axis=(1, 2, 3))[:, None] if xk is not None else None
     v_star = _column_space(x_star, r, tubes) if monitor_at and x_star is not None and r else None
-    eta_ = np.broadcast_to(np.asarray(eta, dtype=np.float64), (S, B))[..., None, None, None]
+    eta_ = eta_arr[..., None, None, None]
 
     uh = tubes.to_fourier(_slice_first(u0))  # (S, B, kf, n, R)
     out = Trajectory(train_loss=np.full((steps + 1, S, B), np.nan),
@@ -431,7 +508,7 @@ class FGDResult:
 
 def fgd(train: Measurements, R: int, *, init: Init = "small", alpha: float = 1e-8,
         eta: float | None = None, steps: int = 1000, val: Measurements | None = None,
-        x_star: np.ndarray | None = None, rng: np.random.Generator | int | None = None,
+        x_star: np.ndarray | None = None, rng: np.random.Generator | int = 0,
         u0: np.ndarray | None = None) -> FGDResult:
     """Factorized gradient descent on ``f(U) = ||y - M(U * U^T)||^2 / (4m)`` (``tubal_fgd-eq-loss``,
     ``tubal_fgd-eq-fgd``) with an ``n x R x k`` factor.
@@ -447,16 +524,25 @@ def fgd(train: Measurements, R: int, *, init: Init = "small", alpha: float = 1e-
         val: held-out measurements; the result then also holds the iterate with the smallest
             validation loss ``||y_val - M_val(U U^T)||^2 / 4`` (``tubal_fgd-eq-es``).
         x_star: the truth, only to record the relative error along the run.
-        rng: the random source of the small start.
+        rng: the random source of the small start: a numpy ``Generator`` or a seed in
+            ``[0, 2**32 - 1]``.
         u0: a starting factor of your own, ``n x R x k``.
+
+    ``alpha`` and ``eta`` are in ``(0, inf)``, ``steps >= 1``.
     """
+    _check_meas("train", train)
+    if val is not None:
+        _check_meas("val", val)
     n1, n2, k = train.shape
     if n1 != n2:
         raise ValueError(f"fgd recovers square-sliced tensors (n x n x k), got {train.shape}")
     R = check_int("R", R, 1, n1)
     check_choice("init", init, ("small", "spectral"))
+    alpha = check_range("alpha", alpha, 0.0, low_open=True)
     steps = check_int("steps", steps, 1)
-    eta = default_step(train) if eta is None else check_range("eta", eta, 0.0, low_open=True)
+    gen = _generator(rng)
+    if eta is not None:
+        eta = check_range("eta", eta, 0.0, low_open=True)
     if val is not None and val.shape != train.shape:
         raise ValueError(f"val must measure tensors of the training shape {train.shape}, got {val.shape}")
     if x_star is not None:
@@ -468,9 +554,11 @@ def fgd(train: Measurements, R: int, *, init: Init = "small", alpha: float = 1e-
         if u0.shape != (n1, R, k):
             raise ValueError(f"u0 must have shape {(n1, R, k)}, got {u0.shape}")
     elif init == "small":
-        u0 = small_init(n1, R, k, alpha, rng)
+        u0 = small_init(n1, R, k, alpha, gen)
     else:
         u0 = spectral_init(train, R)
+    if eta is None:  # after every check: it costs a pass over the data
+        eta = default_step(train)
     traj = descend(u0[None, None], train.A[None], train.y[None, None], eta, steps,
                    a_val=None if val is None else val.A[None],
                    y_val=None if val is None else val.y[None, None],
