@@ -106,6 +106,50 @@ def test_bad_sizes_and_ridge_are_rejected() -> None:
         self_train("full", 1.0, 0, 100, 10)
 
 
+@pytest.mark.parametrize("seed", [None, "0", 1.5])
+def test_a_run_is_always_seeded(seed: Any) -> None:
+    # seed=None would be numpy's "fresh entropy": silently a different run every time (issue 24)
+    with pytest.raises(TypeError, match="seed must be an integer"):
+        self_train("full", 1.0, 2, 50, 5, seed=seed)
+    with pytest.raises(TypeError, match="seed must be an integer"):
+        simulate("full", 1.0, 50, 5, seed=seed)
+
+
+def test_arguments_are_checked_at_entry_and_named() -> None:
+    with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 4294967295\]"):
+        self_train("full", 1.0, 2, 50, 5, seed=-1)
+    with pytest.raises(ValueError, match="lam"):  # before any round is drawn
+        self_train("full", 1.0, 2, 50, 5, lam=float("nan"))
+    with pytest.raises(TypeError, match="rho"):  # rho_g = rho * rho_star is not computed first
+        self_train("full", 1.0, 2, 50, 5, rho="high")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="rho_star"):
+        phase_table(rho_star="high")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="lam"):
+        phase_table(lam=-1.0)
+    X, y = np.random.default_rng(0).standard_normal((6, 2)), np.ones(6)
+    keep = np.ones(6, dtype=bool)
+    with pytest.raises(TypeError, match="keep must be a boolean mask"):
+        ridge(X, y, np.ones(6), 0.1)
+    with pytest.raises(ValueError, match="keep must have shape"):
+        ridge(X, y, keep[:4], 0.1)
+    with pytest.raises(ValueError, match="X must be finite"):
+        ridge(np.full((6, 2), np.nan), y, keep, 0.1)
+    with pytest.raises(ValueError, match="y must have shape"):
+        ridge(X, np.ones((6, 2)), keep, 0.1)
+    with pytest.raises(ValueError, match="w_g must be finite"):
+        sample(5, 2, np.array([np.nan, 1.0]), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="w_star must have shape"):
+        angle_error(np.ones(3), np.ones(2))
+    with pytest.raises(ValueError, match="w must be finite"):
+        angle_error(np.full(3, np.nan), np.ones(3))
+    with pytest.raises(ValueError, match="t must be finite"):
+        keep_mask("keep_hard", 0.5, np.full(3, np.nan), np.ones(3))
+    with pytest.raises(ValueError, match="y must have shape"):
+        keep_mask("agree", 1.0, np.ones(3), np.ones(4))
+    with pytest.raises(TypeError, match="geometry must be a Geometry"):
+        kept_moments((0.9, 0.9, 0.9), "full", 1.0)  # type: ignore[arg-type]
+
+
 # ------------------------------------------------------------------ the learner
 
 

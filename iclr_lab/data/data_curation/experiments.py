@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 
 from iclr_lab.core.progress import progress
-from iclr_lab.core.validation import check_int
+from iclr_lab.core.validation import check_int, check_range
 from iclr_lab.data.data_curation.model import (
     Geometry,
+    _geometry,
     angle_error,
     keep_mask,
     kept_moments,
@@ -321,10 +322,12 @@ def phase_table(rho: float = 0.999, rho_star: float = 0.9999, rho_g: float | Non
     """The phase diagram in theory: for each keep fraction ``p`` and data size ``n`` (at dimension
     ``d``), which of full data, keep easy and keep hard has the lowest test error
     (``data_curation-eq-theory``), and its gain over full data. ``rho_g=None`` takes the oracle's
-    and the generator's errors independent (``rho_g = rho * rho_star``)."""
+    and the generator's errors independent (``rho_g = rho * rho_star``). ``lam`` is in
+    ``[0, inf)``, ``d >= 3``, and ``(rho, rho_star, rho_g)`` a :class:`Geometry`."""
     import pandas as pd
 
-    geo = Geometry(rho, rho_star, rho * rho_star if rho_g is None else rho_g)
+    geo = _geometry(rho, rho_star, rho_g)
+    check_range("lam", lam, 0.0)
     check_int("d", d, 3)
     ps = np.round(np.arange(0.1, 1.0, 0.1), 2)
     ns = np.unique(np.round(np.geomspace(d / 2, 500 * d, 13)).astype(int))

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
 
 __all__ = ["RULES", "Geometry", "Moments", "angle_error", "keep_mask", "kept_moments", "limit_error",
            "ridge", "sample", "self_train", "simulate", "theory_error", "threshold"]
@@ -42,9 +42,9 @@ class Geometry:
     """The cosines between the ground truth ``w_star``, the generator ``w_g`` and the oracle ``w_o``.
 
     Attributes:
-        rho: generator quality, ``<w_g, w_star>``.
-        rho_star: oracle quality, ``<w_o, w_star>``.
-        rho_g: oracle-generator alignment, ``<w_o, w_g>``.
+        rho: generator quality, ``<w_g, w_star>``, in ``[-1, 1]``.
+        rho_star: oracle quality, ``<w_o, w_star>``, in ``[-1, 1]``.
+        rho_g: oracle-generator alignment, ``<w_o, w_g>``, in ``[-1, 1]``.
 
     The three unit vectors are built in the first three coordinates (``data_curation-eq-geometry``):
     ``w_o = e1``, ``w_g = rho_g e1 + s e2`` with ``s = sqrt(1 - rho_g^2)``, and
@@ -106,11 +106,12 @@ class Geometry:
 
 def sample(n: int, d: int, w_g: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """``n`` inputs ``x ~ N(0, I_d)`` and their generator labels ``y = sign(x . w_g)``
-    (``data_curation-eq-labels``)."""
+    (``data_curation-eq-labels``); ``n, d >= 1``, ``w_g`` finite of shape ``(d,)``."""
     n = check_int("n", n, 1)
     d = check_int("d", d, 1)
-    if w_g.shape != (d,):
-        raise ValueError(f"w_g must have shape ({d},), got {w_g.shape}")
+    w_g = check_array("w_g", w_g, shape=(d,))
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     X = rng.standard_normal((n, d))
     y = np.where(X @ w_g >= 0, 1.0, -1.0)
     return X, y
@@ -119,7 +120,8 @@ def sample(n: int, d: int, w_g: np.ndarray, rng: np.random.Generator) -> tuple[n
 def threshold(rule: str, keep_fraction: float) -> float:
     """The margin threshold ``alpha`` of a difficulty rule that keeps ``keep_fraction`` of N(0, 1)
     margins: ``Phi^-1((1+p)/2)`` to keep the hard ones (``|t| <= alpha``), ``Phi^-1(1 - p/2)`` to keep
-    the easy ones (``|t| >= alpha``); see ``data_curation-eq-rules``."""
+    the easy ones (``|t| >= alpha``); see ``data_curation-eq-rules``. ``keep_fraction`` is in
+    ``(0, 1]``."""
     check_choice("rule", rule, RULES)
     p = check_range("keep_fraction", keep_fraction, 0.0, 1.0, low_open=True)
     if rule.endswith("hard"):
@@ -129,6 +131,11 @@ def threshold(rule: str, keep_fraction: float) -> float:
     return math.nan
 
 
+def _margins_and_labels(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    t = check_array("t", t, ndim=1)
+    return t, check_array("y", y, shape=t.shape)
+
+
 def keep_mask(rule: str, keep_fraction: float, t: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Which examples a rule keeps, from the oracle margins ``t = x . w_o`` and the labels ``y``
     (``data_curation-eq-rules``).
@@ -136,10 +143,12 @@ def keep_mask(rule: str, keep_fraction: float, t: np.ndarray, y: np.ndarray) -> 
     ``keep_fraction`` is the fraction the *difficulty* filter keeps: for ``keep_easy``/``keep_hard``
     it is the kept fraction itself; the label-aware ``agree_easy``/``agree_hard`` apply the same
     margin threshold and then drop the examples whose label the oracle disagrees with, so they keep
-    less. ``full`` and ``agree`` ignore it.
+    less. ``full`` and ``agree`` ignore it. ``keep_fraction`` is in ``(0, 1]``; ``t`` and ``y``
+    are finite, of one shape ``(n,)``.
     """
     check_choice("rule", rule, RULES)
     check_range("keep_fraction", keep_fraction, 0.0, 1.0, low_open=True)
+    t, y = _margins_and_labels(t, y)
     if rule in ("full", "agree"):
         keep = np.ones(t.shape, dtype=bool)
     elif rule.endswith("hard"):
@@ -151,9 +160,19 @@ def keep_mask(rule: str, keep_fraction: float, t: np.ndarray, y: np.ndarray) -> 
     return keep
 
 
+def _check_fit(X: np.ndarray, y: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, ...]:
+    X = check_array("X", X, ndim=2)
+    keep = check_array("keep", keep, shape=X.shape[:1])
+    if keep.dtype != bool:
+        raise TypeError(f"keep must be a boolean mask, got dtype {keep.dtype}")
+    return X, check_array("y", y, shape=X.shape[:1]), keep
+
+
 def ridge(X: np.ndarray, y: np.ndarray, keep: np.ndarray, lam: float) -> np.ndarray:
     """Ridge regression on the kept examples, normalised by the *total* ``n``
-    (``data_curation-eq-ridge``): ``(X^T D X / n + lam I)^-1 X^T D y / n`` with ``D = diag(keep)``."""
+    (``data_curation-eq-ridge``): ``(X^T D X / n + lam I)^-1 X^T D y / n`` with ``D = diag(keep)``;
+    ``X`` is finite ``(n, d)``, ``y`` finite ``(n,)``, ``keep`` a boolean ``(n,)``, ``lam > 0``."""
+    X, y, keep = _check_fit(X, y, keep)
     lam = check_range("lam", lam, 0.0, low_open=True)
     n, d = X.shape
     Xk = X[keep]
@@ -164,7 +183,10 @@ def ridge(X: np.ndarray, y: np.ndarray, keep: np.ndarray, lam: float) -> np.ndar
 
 def angle_error(w: np.ndarray, w_star: np.ndarray) -> float:
     """``P(sign(x . w) != sign(x . w_star))`` for ``x ~ N(0, I)``: ``arccos(cos(w, w_star))/pi``
-    (``data_curation-eq-error``). A zero vector predicts nothing: error 1/2."""
+    (``data_curation-eq-error``). A zero vector predicts nothing: error 1/2. ``w`` and ``w_star``
+    are finite, of one shape ``(d,)``."""
+    w = check_array("w", w, ndim=1)
+    w_star = check_array("w_star", w_star, shape=w.shape)
     norm = float(np.linalg.norm(w)) * float(np.linalg.norm(w_star))
     if norm == 0.0:
         return 0.5
@@ -176,10 +198,17 @@ def simulate(rule: str, keep_fraction: float, n: int, d: int, *, rho: float = 0.
              seed: int = 0) -> float:
     """Monte Carlo test error of one curated ridge fit: draw ``n`` examples in ``R^d``, label them
     with the generator, curate with the oracle (:func:`keep_mask`), fit :func:`ridge` and return
-    :func:`angle_error` against the ground truth. The theory is :func:`theory_error`."""
-    geo = Geometry(rho, rho_star, rho_g)
+    :func:`angle_error` against the ground truth. The theory is :func:`theory_error`.
+
+    ``keep_fraction`` is in ``(0, 1]``, ``n >= 1``, ``d >= 3``, ``lam > 0``, ``seed`` in
+    ``[0, 2**32 - 1]``, and ``(rho, rho_star, rho_g)`` a :class:`Geometry`.
+    """
+    check_choice("rule", rule, RULES)
     check_range("keep_fraction", keep_fraction, 0.0, 1.0, low_open=True)
-    check_int("seed", seed, 0)
+    check_int("n", n, 1)
+    check_range("lam", lam, 0.0, low_open=True)
+    seed = check_seed(seed)
+    geo = Geometry(rho, rho_star, rho_g)
     w_star, w_g, w_o = geo.vectors(d)
     X, y = sample(n, d, w_g, np.random.default_rng(seed))
     keep = keep_mask(rule, keep_fraction, X @ w_o, y)
@@ -237,7 +266,10 @@ def _integrate(f: Any, intervals: Sequence[tuple[float, float]]) -> np.ndarray:
 def kept_moments(geometry: Geometry, rule: str, keep_fraction: float) -> Moments:
     """The kept distribution's moments :class:`Moments` by one-dimensional quadrature over the
     oracle margin ``g ~ N(0, 1)``: the orthogonal coordinate ``G2`` and the label
-    ``y = sign(rho_g g + s G2)`` are integrated out in closed form (``data_curation-eq-scalars``)."""
+    ``y = sign(rho_g g + s G2)`` are integrated out in closed form (``data_curation-eq-scalars``).
+    ``keep_fraction`` is in ``(0, 1]``."""
+    if not isinstance(geometry, Geometry):
+        raise TypeError(f"geometry must be a Geometry, got {type(geometry).__name__}")
     check_choice("rule", rule, RULES)
     check_range("keep_fraction", keep_fraction, 0.0, 1.0, low_open=True)
     tau = geometry.tau
@@ -315,7 +347,7 @@ def theory_error(rule: str, keep_fraction: float, phi: float | np.ndarray, *, rh
     normalisation is ridge on them with ``lam / p`` and aspect ratio ``psi = phi / p``. ``phi`` may
     be an array (one value per data size). ``normalise_by_kept=True`` uses ``lam`` instead of
     ``lam / p``: the normalisation bug the chapter warns about, kept to show that the check against
-    Monte Carlo can tell it apart.
+    Monte Carlo can tell it apart. ``phi`` is in ``(0, inf)``, ``lam`` in ``[0, inf)``.
     """
     geo = Geometry(rho, rho_star, rho_g)
     lam = check_range("lam", lam, 0.0)
@@ -348,7 +380,8 @@ def theory_error(rule: str, keep_fraction: float, phi: float | np.ndarray, *, rh
 def limit_error(rule: str, keep_fraction: float, *, rho: float, rho_star: float,
                 rho_g: float) -> float:
     """The infinite-data, vanishing-ridge limit ``F(q)`` of Theorem 2 (``data_curation-eq-limit``):
-    ``w_hat`` tends to the population least squares ``a`` of the kept distribution."""
+    ``w_hat`` tends to the population least squares ``a`` of the kept distribution. The arguments
+    are those of :func:`kept_moments` and :class:`Geometry`."""
     geo = Geometry(rho, rho_star, rho_g)
     a = kept_moments(geo, rule, keep_fraction).a
     m0 = geo.rho_star * a[0] + geo.c2 * a[1]
@@ -360,6 +393,13 @@ def limit_error(rule: str, keep_fraction: float, *, rho: float, rho_star: float,
 # ----------------------------------------------------------------------------------------------
 
 
+def _geometry(rho: float, rho_star: float, rho_g: float | None) -> Geometry:
+    """The :class:`Geometry`, ``rho_g=None`` standing for ``rho * rho_star`` (independent errors)."""
+    if rho_g is None:
+        rho_g = check_range("rho", rho, -1.0, 1.0) * check_range("rho_star", rho_star, -1.0, 1.0)
+    return Geometry(rho, rho_star, rho_g)
+
+
 def self_train(rule: str, keep_fraction: float, rounds: int, n: int, d: int, *, rho: float = 0.95,
                rho_star: float = 0.97, rho_g: float | None = None, lam: float = 1e-2,
                seed: int = 0) -> np.ndarray:
@@ -368,11 +408,16 @@ def self_train(rule: str, keep_fraction: float, rounds: int, n: int, d: int, *, 
     oracle stays fixed. Returns the test error after each round (``rounds`` values).
 
     ``rho_g=None`` takes the generator's and the oracle's errors independent (orthogonal):
-    ``rho_g = rho * rho_star``.
+    ``rho_g = rho * rho_star``. ``keep_fraction`` is in ``(0, 1]``, ``rounds, n >= 1``,
+    ``d >= 3``, ``lam > 0``, ``seed`` in ``[0, 2**32 - 1]`` (a run is always seeded).
     """
-    rounds = check_int("rounds", rounds, 1)
+    check_choice("rule", rule, RULES)
     check_range("keep_fraction", keep_fraction, 0.0, 1.0, low_open=True)
-    geo = Geometry(rho, rho_star, rho * rho_star if rho_g is None else rho_g)
+    rounds = check_int("rounds", rounds, 1)
+    check_int("n", n, 1)
+    check_range("lam", lam, 0.0, low_open=True)
+    seed = check_seed(seed)
+    geo = _geometry(rho, rho_star, rho_g)
     w_star, w_g, w_o = geo.vectors(d)
     rng = np.random.default_rng(seed)
     errors = np.empty(rounds)
