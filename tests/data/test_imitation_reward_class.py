@@ -90,6 +90,47 @@ def test_mle_needs_a_consistent_hypothesis_and_truth_for_the_adversarial_tie() -
         run_online(RewardClassLearner(inst.S), np.array([0]), np.array([0]), inst.S[0][:2])
 
 
+def test_nan_and_non_boolean_entries_are_not_read_as_true() -> None:
+    # np.asarray(x, dtype=bool) takes NaN (and 0.5) for True: a class of NaNs accepted everything
+    inst = make_instance("sigma01", n_contexts=3)
+    for bad in (np.full(inst.S.shape, np.nan), np.full(inst.S.shape, 0.5)):
+        with pytest.raises(ValueError, match="S must"):
+            check_reward_class(bad)
+    assert check_reward_class(inst.S.astype(float)).dtype == bool  # 0/1 numbers are fine
+    truth = inst.S[0]
+    nan = np.full(truth.shape, np.nan)
+    with pytest.raises(ValueError, match="truth must"):
+        run_online(RewardClassLearner(inst.S), np.array([0]), np.array([0]), nan)
+    with pytest.raises(ValueError, match="truth must"):
+        mle_policy(inst.S, np.array([0]), np.array([0]), truth=nan)
+    with pytest.raises(ValueError, match="truth must have shape"):
+        mle_policy(inst.S, np.array([0]), np.array([0]), truth=truth[:1])
+    with pytest.raises(ValueError, match="truth must"):
+        policy_value(truth / 1.0, nan)
+    with pytest.raises(ValueError, match="probs must be finite"):
+        policy_value(nan, truth)
+    with pytest.raises(ValueError, match="probs must be a policy"):
+        policy_value(2.0 * truth, truth)
+    with pytest.raises(ValueError, match="xs must be finite"):
+        run_online(RewardClassLearner(inst.S), np.array([np.nan]), np.array([0]), truth)
+    with pytest.raises(ValueError, match="ys must hold whole-number indices"):
+        mle_policy(inst.S, np.array([0]), np.array([0.5]), truth=truth)
+
+
+def test_every_argument_of_make_instance_is_checked_and_seeds_are_integers() -> None:
+    with pytest.raises(ValueError, match="kappa"):  # "random" does not use kappa, but -1 is wrong
+        make_instance("random", kappa=-1)
+    with pytest.raises(ValueError, match="decoy_sizes"):
+        make_instance("tight", size=2, decoy_sizes=(0,))
+    with pytest.raises(ValueError, match="kappa"):
+        make_instance("decoy", n_answers=8, kappa=8)
+    for call in (lambda s: make_instance("random", seed=s), lambda s: mistakes_chart(seed=s)):
+        with pytest.raises(TypeError, match="seed must be an integer"):
+            call(None)
+        with pytest.raises(ValueError, match="seed must be an integer in"):
+            call(-1)
+
+
 # ------------------------------------------------------------------ Algorithm 1
 
 

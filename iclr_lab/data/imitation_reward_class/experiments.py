@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from iclr_lab.core.progress import progress
-from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.core.validation import check_int, check_range, check_seed
 from iclr_lab.data.imitation_reward_class.learners import (
     RewardClassLearner,
     make_instance,
@@ -636,10 +636,13 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
 def mistakes_chart(q: float = 0.1, gamma: float = 0.5, pairs: float = 50, seed: int = 0) -> alt.LayerChart:
     """Cumulative mistakes of Algorithm 1 and soft majority vote on the paired decoys with a
     demonstrator that errs with probability ``q`` (errors a decoy accepts), against round, with the
-    Theorem 4 bound ``imitation_reward_class-eq-thm4`` evaluated on Algorithm 1's run."""
+    Theorem 4 bound ``imitation_reward_class-eq-thm4`` evaluated on Algorithm 1's run. ``q`` is in
+    ``[0, 1]``, ``gamma`` in ``(0, 1)``, ``pairs`` in ``[1, 1000]`` (rounded to an integer),
+    ``seed`` in ``[0, 2**32 - 1]``."""
     check_range("q", q, 0.0, 1.0)
     gamma = check_range("gamma", gamma, 0.0, 1.0, low_open=True, high_open=True)
     M = check_int("pairs", int(round(check_range("pairs", pairs, 1, 1000))), 1)  # noqa: N806
+    seed = check_seed(seed)
 
     import altair as alt  # after the checks: a bad argument fails fast
     import pandas as pd

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
 
 __all__ = ["INSTANCE_KINDS", "Instance", "RewardClassLearner", "check_reward_class", "make_instance",
            "mle_policy", "policy_value", "run_online"]
@@ -32,9 +32,39 @@ __all__ = ["INSTANCE_KINDS", "Instance", "RewardClassLearner", "check_reward_cla
 INSTANCE_KINDS = ("sigma01", "decoy", "tight", "paired", "random")
 
 
+def _boolean(name: str, arr: np.ndarray) -> np.ndarray:
+    """``arr`` as booleans: a boolean array as it is, a numeric one whose entries are all 0 or 1
+    converted (NaN, 0.5 or 2 raise ``ValueError`` naming ``name``, not silently ``True``)."""
+    if arr.dtype == bool:
+        return arr
+    arr = check_array(name, arr, nonempty=False)
+    if not ((arr == 0) | (arr == 1)).all():
+        raise ValueError(f"{name} must be boolean (every entry 0 or 1)")
+    return arr.astype(bool)
+
+
+def _check_truth(truth: np.ndarray, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """``truth`` (``sigma*``) as a boolean ``(N, K)`` array, of ``shape`` when given."""
+    arr = np.asarray(truth)
+    if shape is not None and arr.shape != shape:
+        raise ValueError(f"truth must have shape (N, K) = {shape}, got {arr.shape}")
+    return _boolean("truth", check_array("truth", arr, ndim=2))
+
+
+def _indices(name: str, values: np.ndarray) -> np.ndarray:
+    """Demonstration indices as integers: finite, and whole numbers when given as floats."""
+    arr = check_array(name, values, nonempty=False)
+    if arr.dtype.kind == "f" and not (arr == np.round(arr)).all():
+        raise ValueError(f"{name} must hold whole-number indices")
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must hold integer indices, got dtype {arr.dtype}")
+    return arr.astype(int, copy=False)
+
+
 def check_reward_class(S: np.ndarray) -> np.ndarray:
-    """``S`` as a boolean array of shape ``(|R|, N, K)``; an empty class or a hypothesis with an
-    empty answer set somewhere raises ``ValueError`` naming ``S``."""
+    """``S`` as a boolean array of shape ``(|R|, N, K)`` (boolean, or numeric with entries 0 and
+    1); an empty class, a hypothesis with an empty answer set somewhere, or an entry other than 0
+    or 1 (NaN included) raises ``ValueError`` naming ``S``."""
     arr = np.asarray(S)
     if arr.ndim != 3:
         raise ValueError(f"S must have shape (|R|, N, K) (3 dimensions), got shape {arr.shape}")
@@ -42,7 +72,7 @@ def check_reward_class(S: np.ndarray) -> np.ndarray:
         raise ValueError("S must hold at least one hypothesis (|R| >= 1); the reward class is empty")
     if arr.shape[1] < 1 or arr.shape[2] < 1:
         raise ValueError(f"S must have at least one context and one answer, got shape {arr.shape}")
-    arr = arr.astype(bool, copy=False)
+    arr = _boolean("S", arr)
     if not arr.any(axis=2).all():
         raise ValueError("S must give every hypothesis at least one correct answer on every context")
     return arr
@@ -115,15 +145,25 @@ def make_instance(kind: str, *, size: int = 8, n_contexts: int = 200, n_answers:
       (never empty); truth 0, the demonstrator uniform on its sets.
 
     Args:
-        size: the kind's size parameter (see above).
-        seed: seed of the random parts (labels, fillers, random sets).
+        size: the kind's size parameter (see above), in ``[1, 4096]`` (``[1, 16]`` for ``"tight"``).
+        n_contexts: at least 1.
+        n_answers: ``K``, at least 2.
+        kappa: in ``[2, K - 1]`` for ``"decoy"`` (at least 2 for the other kinds, which ignore it).
+        decoy_sizes: each in ``[1, K - kappa]`` for ``"decoy"`` (at least 1 otherwise).
+        density: in ``(0, 1]``.
+        seed: seed of the random parts (labels, fillers, random sets), in ``[0, 2**32 - 1]``.
+
+    Every argument is checked, whether the kind uses it or not.
     """
     check_choice("kind", kind, INSTANCE_KINDS)
     size = check_int("size", size, 1, 4096 if kind != "tight" else 16)
     n_contexts = check_int("n_contexts", n_contexts, 1)
     n_answers = check_int("n_answers", n_answers, 2)
+    decoy = kind == "decoy"
+    kappa = check_int("kappa", kappa, 2, n_answers - 1 if decoy else None)
+    sizes = [check_int("decoy_sizes", k, 1, n_answers - kappa if decoy else None) for k in decoy_sizes]
     check_range("density", density, 0.0, 1.0, low_open=True)
-    rng = np.random.default_rng([check_int("seed", seed, 0), 7])
+    rng = np.random.default_rng([check_seed(seed), 7])
     if kind == "sigma01":
         S = np.zeros((2, n_contexts, 2), dtype=bool)
         S[:, :, 0] = True
@@ -157,8 +197,6 @@ def make_instance(kind: str, *, size: int = 8, n_contexts: int = 200, n_answers:
         S[empty, rng.integers(K, size=int(empty.sum()))] = True
         return Instance(S, 0, _uniform_on(S[0].astype(float)), f"random class, |R| = {size}")
     # decoy
-    kappa = check_int("kappa", kappa, 2, K - 1)
-    sizes = [check_int("decoy_sizes", k, 1, K - kappa) for k in decoy_sizes]
     if not sizes:
         raise ValueError("decoy_sizes must hold at least one decoy size")
     n_fill = check_int("size", size - 1 - len(sizes), 0) if size > len(sizes) else -1
@@ -310,12 +348,13 @@ def run_online(learner: RewardClassLearner, xs: np.ndarray, ys: np.ndarray,
 
     ``truth`` is ``sigma*`` as an ``(N, K)`` boolean array; only this evaluation reads it, never the
     learner. Returns ``(mistakes, demo_errors)``: booleans per round, ``yhat_t not in sigma*(x_t)``
-    and ``y_t not in sigma*(x_t)``.
+    and ``y_t not in sigma*(x_t)``. ``xs`` and ``ys`` are 1-d integer arrays of one length
+    (possibly 0), context and answer indices.
     """
-    xs, ys = np.asarray(xs), np.asarray(ys)
-    truth = np.asarray(truth, dtype=bool)
-    if truth.shape != learner.S.shape[1:]:
-        raise ValueError(f"truth must have shape (N, K) = {learner.S.shape[1:]}, got {truth.shape}")
+    if not isinstance(learner, RewardClassLearner):
+        raise TypeError(f"learner must be a RewardClassLearner, got {type(learner).__name__}")
+    xs, ys = _indices("xs", xs), _indices("ys", ys)
+    truth = _check_truth(truth, learner.S.shape[1:])
     _check_demonstrations(xs, ys, *truth.shape)
     yhat = np.array([learner.update(int(x), int(y)) for x, y in zip(xs, ys, strict=True)], dtype=int)
     if not xs.size:
@@ -325,10 +364,15 @@ def run_online(learner: RewardClassLearner, xs: np.ndarray, ys: np.ndarray,
 
 def policy_value(probs: np.ndarray, truth: np.ndarray) -> float:
     """``V(pi) = E_x sum_y pi(y|x) r*(x, y)`` (``imitation_reward_class-eq-value``) with ``x`` uniform
-    over the contexts; ``probs`` and ``truth`` are ``(N, K)``."""
-    probs, truth = np.asarray(probs, float), np.asarray(truth, bool)
+    over the contexts; ``probs`` (a policy: entries in ``[0, 1]``, each row summing to 1) and
+    ``truth`` (boolean) are ``(N, K)``."""
+    truth = _check_truth(truth)
+    probs = np.asarray(probs)
     if probs.shape != truth.shape:
         raise ValueError(f"probs must have the shape of truth {truth.shape}, got {probs.shape}")
+    probs = check_array("probs", probs).astype(float, copy=False)
+    if probs.min() < 0 or probs.max() > 1 or not np.allclose(probs.sum(axis=1), 1.0, atol=1e-6):
+        raise ValueError("probs must be a policy: entries in [0, 1], each row summing to 1")
     return float((probs * truth).sum(axis=1).mean())
 
 
@@ -351,9 +395,11 @@ def mle_policy(S: np.ndarray, xs: np.ndarray, ys: np.ndarray, *, policy_class: s
     S = check_reward_class(S)
     check_choice("policy_class", policy_class, ("induced", "uniform"))
     check_choice("tie", tie, ("adversarial", "maxent"))
-    xs, ys = np.asarray(xs, dtype=int), np.asarray(ys, dtype=int)
+    xs, ys = _indices("xs", xs), _indices("ys", ys)
     R, N, K = S.shape  # noqa: N806
     _check_demonstrations(xs, ys, N, K)
+    if truth is not None:
+        truth = _check_truth(truth, (N, K))
     consistent = S[:, xs, ys].all(axis=1) if xs.size else np.ones(R, dtype=bool)
     if not consistent.any():
         raise ValueError("no hypothesis of S accepts every demonstration (the class is misspecified)")
@@ -368,7 +414,6 @@ def mle_policy(S: np.ndarray, xs: np.ndarray, ys: np.ndarray, *, policy_class: s
     if tie == "adversarial":
         if truth is None:
             raise ValueError("tie='adversarial' needs truth (the evaluation's sigma*)")
-        truth = np.asarray(truth, dtype=bool)
         # worst answer of each consistent sigma on each unseen context: wrong if sigma has one
         has_wrong = (S[idx] & ~truth[None]).any(axis=2)  # (|cons|, N)
         j = idx[int(np.argmax((has_wrong & ~seen[None]).sum(axis=1)))]
