@@ -13,9 +13,12 @@ from iclr_lab.data.amd import (
     VOCAB,
     Trajectories,
     async_ranges,
+    contrastive_grad,
     contrastive_loss,
     distill,
+    encode,
     evaluate_set,
+    evaluate_sets,
     explorer,
     init_params,
     kmeans_prototypes,
@@ -25,6 +28,7 @@ from iclr_lab.data.amd import (
     reproduce,
     retrieval_recall,
     stratified_subset,
+    text_encoder,
     train_experts,
     train_on_set,
 )
@@ -300,6 +304,85 @@ def test_other_bad_arguments_are_named(data):
         reproduce(scale="huge")
     with pytest.raises(TypeError, match="n_pairs"):
         random_subset(data, 2.5)
+
+
+def test_seeds_are_integers_everywhere_never_none(data, experts):
+    # None would be numpy's and torch's "fresh entropy": a run that cannot be repeated
+    for call in (lambda s: random_subset(data, 4, s), lambda s: stratified_subset(data, 4, s),
+                 lambda s: paired_digits(s), lambda s: train_experts(data, 1, 1, seed=s),
+                 lambda s: kmeans_prototypes(data, experts.v[0, -1], experts.l[0, -1], 4, s),
+                 lambda s: distill(data, experts, n_pairs=4, iterations=1, syn_steps=1, seed=s)):
+        with pytest.raises(TypeError, match="seed"):
+            call(None)
+        with pytest.raises(TypeError, match="seed"):
+            call("0")
+        with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 4294967295\]"):
+            call(-1)
+
+
+def test_encoder_inputs_are_checked_before_use(data):
+    tv, tl = init_params(2, torch.Generator().manual_seed(0))
+    x, t = data.tensors("val")
+    with pytest.raises(ValueError, match="theta_v must be finite"):
+        encode(torch.full_like(tv, float("nan")), tl, x, t)
+    with pytest.raises(ValueError, match="theta_l must have shape"):
+        encode(tv, tl.reshape(-1), x, t)
+    with pytest.raises(ValueError, match="theta_v and theta_l must hold the same number"):
+        contrastive_loss(tv, tl[:1], x, t)
+    with pytest.raises(ValueError, match="images must not be empty"):
+        contrastive_loss(tv, tl, x[:0], t)
+    with pytest.raises(ValueError, match="images and texts must hold as many rows"):
+        contrastive_loss(tv, tl, x[:5], t[:6])
+    with pytest.raises(ValueError, match="texts must be finite"):
+        contrastive_loss(tv, tl, x, torch.full_like(t, float("nan")))
+    with pytest.raises(ValueError, match="theta_v must require grad"):
+        contrastive_grad(tv, tl, x, t)
+    with pytest.raises(ValueError, match="tokens must be finite"):
+        text_encoder(np.full((3, 14), np.nan))
+    with pytest.raises(TypeError, match="tokens must be integer word ids"):
+        text_encoder(data.tokens[:3].astype(float))
+    with pytest.raises(ValueError, match="tokens must be word ids"):
+        text_encoder(np.full((3, 14), 49))
+    with pytest.raises(ValueError, match="tokens must hold at least 2 captions"):
+        text_encoder(data.tokens[:1])
+
+
+def test_training_arguments_are_named_as_the_caller_passes_them(data):
+    x, t = data.tensors("val")
+    gen = torch.Generator().manual_seed(0)
+    with pytest.raises(ValueError, match="n_inits"):  # was init_params' "n_models"
+        train_on_set(x, t, [0.1], 1, gen, n_inits=0)
+    with pytest.raises(ValueError, match="steps"):
+        train_on_set(x, t, [0.1], -1, gen)
+    with pytest.raises(TypeError, match="steps"):
+        train_on_set(x, t, [0.1], 1.5, gen)
+    with pytest.raises(ValueError, match="lrs"):
+        train_on_set(x, t, [float("inf")], 1, gen)
+    with pytest.raises(ValueError, match="images must have shape"):
+        evaluate_set(data, x.reshape(-1), t, lrs=(0.1,), n_inits=1, steps=1)
+    with pytest.raises(ValueError, match=r"sets\[1\] texts must be finite"):
+        evaluate_sets(data, [(x, t), (x, torch.full_like(t, float("nan")))], steps=1)
+    with pytest.raises(ValueError, match="student_v, start_v, target_v must share one shape"):
+        matching_loss(torch.zeros(3), torch.zeros(2), torch.zeros(4), torch.zeros(2),
+                      torch.zeros(3), torch.ones(2))
+    with pytest.raises(ValueError, match="target_l must be finite"):
+        matching_loss(torch.zeros(3), torch.zeros(2), torch.ones(3), torch.ones(2),
+                      torch.zeros(3), torch.full((2,), float("nan")))
+
+
+def test_explorer_chart_refuses_values_off_its_sliders_before_training():
+    from iclr_lab.data.amd.experiments import _slider_value, explorer_chart
+
+    for bad in (float("inf"), float("nan"), 0.0, 81.0):
+        with pytest.raises(ValueError, match="pairs must be in"):
+            explorer_chart(pairs=bad)
+    with pytest.raises(TypeError, match="lr_text"):
+        explorer_chart(lr_text="fast")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"lr_text must be in \[0.01, 3\]"):
+        explorer_chart(lr_text=-1.0)
+    # a log slider's end is 10 ** log10(end), which may miss the end by a rounding error
+    assert _slider_value("pairs", 80 * (1 + 1e-12), 5, 80) == 80
+    assert _slider_value("lr_text", 0.01 * (1 - 1e-12), 0.01, 3.0) == 0.01
 
 
 # ------------------------------------------------------------------ experiments

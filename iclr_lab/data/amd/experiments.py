@@ -19,7 +19,7 @@ import torch
 
 from iclr_lab.core.report import Claim, Report, timed
 from iclr_lab.core.scales import pick, seed_everything
-from iclr_lab.core.validation import check_choice, check_int
+from iclr_lab.core.validation import check_choice, check_int, check_range, check_real, check_seed
 from iclr_lab.data.amd.method import (
     DistillResult,
     PairedDigits,
@@ -209,7 +209,7 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
     numbers it gives alone, to the bit.
     """
     size = pick(_SIZES, scale)
-    seed = check_int("seed", seed, 0)
+    seed = check_seed(seed)
     seed_everything(seed)
     with timed() as elapsed:
         data = paired_digits(seed)
@@ -388,17 +388,19 @@ def recall_vs_pairs(pairs: tuple[int, ...] = PAIRS_GRID, seed: int = 0, scale: s
     """Test recall of ``sets`` at every budget in ``pairs`` (one row per set and budget).
 
     Takes a few minutes at book scale; the chapter's explorer reads the copy saved in
-    ``iclr_lab/data/amd/pairs_data.py`` (regenerate it with this function).
+    ``iclr_lab/data/amd/pairs_data.py`` (regenerate it with this function). Every budget in
+    ``pairs`` is an integer in ``[1, 1097]`` (the training pairs), ``seed`` in ``[0, 2**32 - 1]``.
     """
     size = pick(_SIZES, scale)
     for name in sets:
         check_choice("sets", name, SETS)
+    seed = check_seed(seed)
     seed_everything(seed)
     data = paired_digits(seed)
+    budgets = [check_int("pairs", b, 1, len(data.train)) for b in pairs]  # before the experts train
     traj = train_experts(data, n_experts=size.n_experts, epochs=size.epochs, seed=seed)
     rows = []
-    for b in pairs:
-        b = check_int("pairs", b, 1, len(data.train))
+    for b in budgets:
         for name in sets:
             if name in CONFIGS:
                 method, init = CONFIGS[name]
@@ -428,15 +430,18 @@ def range_grid(grid: tuple[int, ...] = RANGE_GRID, seed: int = 0, scale: str = "
     at ``lr_text``, with the premise experiment's settings (one distillation seed, ``seed``).
 
     Takes a few minutes at book scale; the chapter's heat-map reads the copy saved in
-    ``iclr_lab/data/amd/ranges_data.py`` (regenerate it with this function)."""
+    ``iclr_lab/data/amd/ranges_data.py`` (regenerate it with this function). ``lr_text`` is in
+    ``(0, inf)``, ``seed`` in ``[0, 2**32 - 1]``, the ranges in ``grid`` are integers ``>= 0``."""
     size = pick(_SIZES, scale)
+    seed = check_seed(seed)
+    lr_text = check_range("lr_text", lr_text, 0, low_open=True)
+    cap = size.epochs - EXPERT_EPOCHS
+    pairs = [(min(check_int("grid", a, 0), cap), min(check_int("grid", b, 0), cap))
+             for a in grid for b in grid]
     seed_everything(seed)
     data = paired_digits(seed)
     fast = train_experts(data, n_experts=size.n_experts, epochs=size.epochs, lr_text=lr_text,
                          seed=seed)
-    cap = size.epochs - EXPERT_EPOCHS
-    pairs = [(min(check_int("grid", a, 0), cap), min(check_int("grid", b, 0), cap))
-             for a in grid for b in grid]
     results = [distill(data, fast, method="amd", init="random", n_pairs=size.n_pairs,
                        iterations=size.premise_iterations, syn_steps=size.syn_steps,
                        expert_epochs=EXPERT_EPOCHS, ranges=rv_rl, seed=seed) for rv_rl in pairs]
@@ -658,6 +663,15 @@ def _premise_panel(lr_text: float) -> alt.LayerChart | alt.FacetChart:
                                                      f"R_L = {rr['R_L']} ({rr['rule']})"]))
 
 
+def _slider_value(name: str, value: float, low: float, high: float) -> float:
+    """``check_range(name, value, low, high)``, with a log slider's float noise at its ends
+    (``10 ** log10(80)`` need not be 80 exactly) taken as the end itself."""
+    x = check_real(name, value)
+    if low * (1 - 1e-9) <= x <= high * (1 + 1e-9):
+        x = min(max(x, low), high)
+    return check_range(name, x, low, high)
+
+
 def explorer_chart(pairs: float = 20, init: str = "k-means", metric: str = "RSUM",
                    lr_text: float = 0.1) -> alt.HConcatChart:
     """Left: ``metric`` against the number of pairs for every set (precomputed, seed 0), the budget
@@ -666,15 +680,17 @@ def explorer_chart(pairs: float = 20, init: str = "k-means", metric: str = "RSUM
     Right: two experts trained live with the text branch's rate ``lr_text`` (the image branch's
     is 0.1): each branch's relative movement per epoch, the movement diagnostic
     (:func:`text_first_index`, below 1 when the text branch settles first) and AMD's ranges.
-    ``pairs`` is rounded to an integer in [5, 80]; ``lr_text`` is clipped to [0.01, 3]."""
+    ``pairs`` is in [5, 80] (rounded to an integer), ``lr_text`` in [0.01, 3] (rounded to 4
+    decimals), the ranges of the explorer's sliders."""
+    b = int(round(_slider_value("pairs", pairs, 5, 80)))
+    lr_text = float(np.round(_slider_value("lr_text", lr_text, 0.01, 3.0), 4))
+    check_choice("init", init, ("k-means", "random"))
+    check_choice("metric", metric, METRICS)
+
     import altair as alt
 
     from iclr_lab.core.charts import palette
 
-    b = int(round(min(max(float(pairs), 5), 80)))
-    lr_text = float(np.round(min(max(float(lr_text), 0.01), 3.0), 4))
-    check_choice("init", init, ("k-means", "random"))
-    check_choice("metric", metric, METRICS)
     data, traj = _explorer_state()
     idx = (kmeans_prototypes(data, traj.v[0, -1], traj.l[0, -1], b, 0) if init == "k-means"
            else random_subset(data, b, 0))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
 
 __all__ = [
     "EMBED_DIM",
@@ -108,10 +108,27 @@ def _terciles(x: np.ndarray) -> np.ndarray:
 
 
 def text_encoder(tokens: np.ndarray) -> np.ndarray:
-    """The frozen text encoder: mean of fixed random word vectors, standardised (``amd-eq-caption``)."""
+    """The frozen text encoder: mean of fixed random word vectors, standardised (``amd-eq-caption``).
+
+    ``tokens`` is ``(n, L)``: ``n >= 2`` captions of ``L`` word ids in ``[0, len(VOCAB) - 1]``. Each
+    embedding dimension is standardised over the ``n`` captions, so they must not all be the same.
+    """
+    tokens = check_array("tokens", tokens, ndim=2)
+    if tokens.dtype.kind not in "iu":
+        raise TypeError(f"tokens must be integer word ids, got dtype {tokens.dtype}")
+    if tokens.shape[0] < 2:
+        raise ValueError(f"tokens must hold at least 2 captions (the encoder standardises over them), "
+                         f"got shape {tokens.shape}")
+    if tokens.min() < 0 or tokens.max() >= len(VOCAB):
+        raise ValueError(f"tokens must be word ids in [0, {len(VOCAB) - 1}], got ids from "
+                         f"{tokens.min()} to {tokens.max()}")
     table = np.random.default_rng(_TEXT_ENCODER_SEED).standard_normal((len(VOCAB), TEXT_DIM))
     pooled = table[tokens].mean(axis=1)
-    return ((pooled - pooled.mean(0)) / pooled.std(0)).astype(np.float32)
+    spread = pooled.std(0)
+    if not (spread > 0).all():
+        raise ValueError("tokens must not be one caption repeated: the encoder standardises each "
+                         "dimension over the captions")
+    return ((pooled - pooled.mean(0)) / spread).astype(np.float32)
 
 
 def paired_digits(seed: int = 0, n_val: int = 200, n_test: int = 500) -> PairedDigits:
@@ -122,7 +139,7 @@ def paired_digits(seed: int = 0, n_val: int = 200, n_test: int = 500) -> PairedD
     """
     from sklearn.datasets import load_digits
 
-    seed = check_int("seed", seed, 0)
+    seed = check_seed(seed)
     x, y = load_digits(return_X_y=True)
     n = len(y)
     n_val = check_int("n_val", n_val, 1, n // 2)
@@ -175,8 +192,11 @@ def _unflat(theta: torch.Tensor, shapes: Sequence[tuple[int, ...]]) -> list[torc
 
 def init_params(n_models: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """``n_models`` fresh dual encoders, ``(theta_V, theta_L)`` of shapes ``(P, DIM_V)``,
-    ``(P, DIM_L)``; each layer uniform in ``+-1/sqrt(fan_in)`` as ``torch.nn.Linear``."""
+    ``(P, DIM_L)``; each layer uniform in ``+-1/sqrt(fan_in)`` as ``torch.nn.Linear``
+    (``n_models >= 1``)."""
     n_models = check_int("n_models", n_models, 1)
+    if not isinstance(gen, torch.Generator):
+        raise TypeError(f"gen must be a torch.Generator, got {type(gen).__name__}")
 
     def flat(shapes: Sequence[tuple[int, ...]]) -> torch.Tensor:
         parts: list[torch.Tensor] = []
@@ -201,14 +221,65 @@ def _input_layer(x: torch.Tensor | Sequence[torch.Tensor], w: torch.Tensor) -> t
     return (w.mT @ torch.stack(list(x)).mT).mT.contiguous()
 
 
+def _tensor(name: str, value: object, **kw: object) -> torch.Tensor:
+    """A finite, non-empty floating-point tensor (``check_array``'s other checks in ``kw``)."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    if not value.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
+    return check_array(name, value, **kw)  # type: ignore[arg-type]
+
+
+def _check_params(theta_v: torch.Tensor, theta_l: torch.Tensor) -> int:
+    """``theta_v`` ``(P, DIM_V)`` and ``theta_l`` ``(P, DIM_L)``, finite, the same ``P``; returns ``P``."""
+    _tensor("theta_v", theta_v, shape=(None, DIM_V))
+    _tensor("theta_l", theta_l, shape=(None, DIM_L))
+    if theta_v.shape[0] != theta_l.shape[0]:
+        raise ValueError(f"theta_v and theta_l must hold the same number of models, got "
+                         f"{theta_v.shape[0]} and {theta_l.shape[0]}")
+    return int(theta_v.shape[0])
+
+
+def _check_inputs(images: torch.Tensor | Sequence[torch.Tensor],
+                  texts: torch.Tensor | Sequence[torch.Tensor], n_models: int) -> None:
+    """The inputs of :func:`encode`: shared ``(n, d)`` tensors or per model (``(P, n, d)`` or ``P``
+    tensors ``(n, d)``), finite, with as many texts as images."""
+    sizes = []
+    for name, x, d in (("images", images, IMG_DIM), ("texts", texts, TEXT_DIM)):
+        if isinstance(x, torch.Tensor):
+            _tensor(name, x, ndim=(2, 3))
+            if x.shape[-1] != d or (x.ndim == 3 and x.shape[0] != n_models):
+                raise ValueError(f"{name} must have shape (n, {d}) or ({n_models}, n, {d}), got "
+                                 f"{tuple(x.shape)}")
+            sizes.append(int(x.shape[-2]))
+            continue
+        parts = list(x)
+        if len(parts) != n_models:
+            raise ValueError(f"{name} must hold one tensor per model ({n_models}), got {len(parts)}")
+        for k, part in enumerate(parts):
+            _tensor(f"{name}[{k}]", part, shape=(None if k == 0 else parts[0].shape[0], d))
+        sizes.append(int(parts[0].shape[0]))
+    if sizes[0] != sizes[1]:
+        raise ValueError(f"images and texts must hold as many rows, got {sizes[0]} and {sizes[1]}")
+
+
 def encode(theta_v: torch.Tensor, theta_l: torch.Tensor,
            images: torch.Tensor | Sequence[torch.Tensor],
            texts: torch.Tensor | Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """L2-normalised embeddings ``(P, n, 32)`` of ``n`` images and ``n`` texts under ``P`` models.
 
+    ``theta_v`` and ``theta_l`` are ``(P, DIM_V)`` and ``(P, DIM_L)``, finite.
     ``images``/``texts`` are shared by all models (``(n, d)``) or per model (``(P, n, d)``, or a
-    sequence of ``P`` tensors ``(n, d)``).
+    sequence of ``P`` tensors ``(n, d)``), finite, with ``n >= 1``.
     """
+    _check_inputs(images, texts, _check_params(theta_v, theta_l))
+    return _encode(theta_v, theta_l, images, texts)
+
+
+def _encode(theta_v: torch.Tensor, theta_l: torch.Tensor,
+            images: torch.Tensor | Sequence[torch.Tensor],
+            texts: torch.Tensor | Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    # unchecked: the evaluation encodes models that may have diverged (they score NaN)
     return _encode_layers(_unflat(theta_v, _V_SHAPES), _unflat(theta_l, _L_SHAPES), images, texts)
 
 
@@ -235,7 +306,8 @@ def contrastive_loss(theta_v: torch.Tensor, theta_l: torch.Tensor,
                      images: torch.Tensor | Sequence[torch.Tensor],
                      texts: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor:
     """Symmetric InfoNCE (``amd-eq-infonce``), summed over the ``P`` models (each model's own loss
-    is a mean over its pairs, so its gradient is the one it would get alone)."""
+    is a mean over its pairs, so its gradient is the one it would get alone). The arguments are
+    those of :func:`encode`."""
     return _infonce(*encode(theta_v, theta_l, images, texts))
 
 
@@ -260,8 +332,12 @@ def contrastive_grad(theta_v: torch.Tensor, theta_l: torch.Tensor,
     It is taken layer by layer and concatenated: the same numbers as
     ``torch.autograd.grad(contrastive_loss(...), (theta_v, theta_l))``, without the flat
     tensor's backward, which writes each layer's gradient into a zeroed copy of the whole
-    ``(P, D)`` parameter and adds the copies up.
+    ``(P, D)`` parameter and adds the copies up. The arguments are those of :func:`encode`.
     """
+    _check_inputs(images, texts, _check_params(theta_v, theta_l))
+    for name, theta in (("theta_v", theta_v), ("theta_l", theta_l)):
+        if not theta.requires_grad:
+            raise ValueError(f"{name} must require grad (theta.requires_grad_(True))")
     grads = _layer_grads(theta_v, theta_l, images, texts, create_graph)
     n, k = theta_v.shape[0], len(_V_SHAPES)
     return (torch.cat([g.reshape(n, -1) for g in grads[:k]], 1),
@@ -365,7 +441,7 @@ def train_experts(data: PairedDigits, n_experts: int = 6, epochs: int = 15, batc
     batch_size = check_int("batch_size", batch_size, 2)
     lr = check_range("lr", lr, 0, low_open=True)
     lr_l = lr if lr_text is None else check_range("lr_text", lr_text, 0, low_open=True)
-    gen = torch.Generator().manual_seed(check_int("seed", seed, 0))
+    gen = torch.Generator().manual_seed(check_seed(seed))
     x, t = data.tensors("train")
     n = x.shape[0]
     theta_v, theta_l = init_params(n_experts, gen)
@@ -417,15 +493,15 @@ def async_ranges(traj: Trajectories, expert_epochs: int = 2) -> dict[str, object
 def random_subset(data: PairedDigits, n_pairs: int, seed: int = 0) -> np.ndarray:
     """``n_pairs`` training pairs drawn uniformly without replacement (row ids into ``data``)."""
     n_pairs = check_int("n_pairs", n_pairs, 1, len(data.train))
-    return np.sort(np.random.default_rng(check_int("seed", seed, 0)).choice(data.train, n_pairs,
-                                                                            replace=False))
+    return np.sort(np.random.default_rng(check_seed(seed)).choice(data.train, n_pairs,
+                                                                  replace=False))
 
 
 def stratified_subset(data: PairedDigits, n_pairs: int, seed: int = 0) -> np.ndarray:
     """``n_pairs`` training pairs with the digit classes as equal as possible (a random class
     gets each leftover pair), drawn at random within each class."""
     n_pairs = check_int("n_pairs", n_pairs, 1, len(data.train))
-    rng = np.random.default_rng(check_int("seed", seed, 0))
+    rng = np.random.default_rng(check_seed(seed))
     labels = data.labels[data.train]
     classes = np.unique(labels)
     counts = np.full(len(classes), n_pairs // len(classes))
@@ -443,12 +519,15 @@ def kmeans_prototypes(data: PairedDigits, theta_v: torch.Tensor, theta_l: torch.
     the training pair nearest each centroid (distinct pairs; with ``K = N`` every pair)."""
     from sklearn.cluster import KMeans
 
+    _tensor("theta_v", theta_v, shape=(DIM_V,))
+    _tensor("theta_l", theta_l, shape=(DIM_L,))
     n_pairs = check_int("n_pairs", n_pairs, 1, len(data.train))
+    seed = check_seed(seed)
     x, t = data.tensors("train")
     with torch.no_grad():
-        v, lt = encode(theta_v.reshape(1, -1), theta_l.reshape(1, -1), x, t)
+        v, lt = _encode(theta_v.reshape(1, -1), theta_l.reshape(1, -1), x, t)
     feats = torch.cat([v[0], lt[0]], 1).numpy().astype(np.float64)
-    km = KMeans(n_clusters=n_pairs, n_init=1, random_state=check_int("seed", seed, 0)).fit(feats)
+    km = KMeans(n_clusters=n_pairs, n_init=1, random_state=seed).fit(feats)
     dist = ((feats[None] - km.cluster_centers_[:, None]) ** 2).sum(-1)  # (K, N)
     chosen: list[int] = []
     taken = np.zeros(len(feats), bool)
@@ -465,10 +544,34 @@ def kmeans_prototypes(data: PairedDigits, theta_v: torch.Tensor, theta_l: torch.
 # ---------------------------------------------------------------------------------------------
 
 
+def _check_set(images: torch.Tensor, texts: torch.Tensor, names: tuple[str, str]) -> None:
+    """A set of pairs: ``images`` ``(n, 64)`` and ``texts`` ``(n, 32)``, finite, ``n >= 1``."""
+    _tensor(names[0], images, shape=(None, IMG_DIM))
+    _tensor(names[1], texts, shape=(images.shape[0], TEXT_DIM))
+
+
+def _check_sets(sets: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    if not sets:
+        raise ValueError("sets must hold at least one (images, texts) pair")
+    for i, (x, t) in enumerate(sets):
+        _check_set(x, t, (f"sets[{i}] images", f"sets[{i}] texts"))
+
+
+def _check_lrs(lrs: Sequence[float]) -> list[float]:
+    if not lrs:
+        raise ValueError("lrs must hold at least one learning rate")
+    return [check_range("lrs", r, 0, low_open=True) for r in lrs]
+
+
 def train_on_set(images: torch.Tensor, texts: torch.Tensor, lrs: Sequence[float], steps: int,
                  gen: torch.Generator, n_inits: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     """Fresh dual encoders trained with full-batch SGD on a small set, one per (lr, init):
-    returns ``(theta_V, theta_L)`` with ``len(lrs) * n_inits`` rows, lr-major."""
+    returns ``(theta_V, theta_L)`` with ``len(lrs) * n_inits`` rows, lr-major.
+
+    ``images`` ``(n, 64)`` and ``texts`` ``(n, 32)`` are finite; every rate in ``lrs`` is in
+    ``(0, inf)``; ``steps >= 1`` and ``n_inits >= 1``.
+    """
+    _check_set(images, texts, ("images", "texts"))
     return train_on_sets([(images, texts)], lrs, steps, gen, n_inits)
 
 
@@ -481,10 +584,17 @@ def train_on_sets(sets: Sequence[tuple[torch.Tensor, torch.Tensor]], lrs: Sequen
     from ``gen``), as :func:`train_on_set` called per set with a generator in the same state;
     returns ``(theta_V, theta_L)`` with ``len(sets) * len(lrs) * n_inits`` rows, set-major, then
     lr-major. Each set's rows equal its own :func:`train_on_set` to the bit
-    (``tests/data/test_amd_batched.py``).
+    (``tests/data/test_amd_batched.py``). The arguments are those of :func:`train_on_set`.
     """
-    if not sets:
-        raise ValueError("sets must hold at least one (images, texts) pair")
+    _check_sets(sets)
+    if len({(*x.shape, *t.shape) for x, t in sets}) > 1:
+        raise ValueError("sets must all have the same size (train sets of several sizes with "
+                         "evaluate_sets, which groups them)")
+    lrs = _check_lrs(lrs)
+    steps = check_int("steps", steps, 1)
+    n_inits = check_int("n_inits", n_inits, 1)
+    if not isinstance(gen, torch.Generator):
+        raise TypeError(f"gen must be a torch.Generator, got {type(gen).__name__}")
     lr = torch.tensor([float(r) for r in lrs for _ in range(n_inits)])[:, None]
     theta_v, theta_l = init_params(len(lr), gen)
     if len(sets) == 1:
@@ -502,7 +612,7 @@ def train_on_sets(sets: Sequence[tuple[torch.Tensor, torch.Tensor]], lrs: Sequen
 def _recalls(theta_v: torch.Tensor, theta_l: torch.Tensor, images: torch.Tensor,
              texts: torch.Tensor) -> list[dict[str, float]]:
     with torch.no_grad():
-        v, t = encode(theta_v, theta_l, images, texts)
+        v, t = _encode(theta_v, theta_l, images, texts)
     nan = dict.fromkeys(("IR@1", "IR@5", "IR@10", "TR@1", "TR@5", "TR@10", "RSUM"), math.nan)
     # a model that diverged scores NaN, so the rate selection below never picks it
     return [retrieval_recall(v[p], t[p]) if bool(torch.isfinite(v[p]).all() and torch.isfinite(t[p]).all())
@@ -518,7 +628,11 @@ def evaluate_set(data: PairedDigits, images: torch.Tensor, texts: torch.Tensor, 
     ``n_inits`` fresh models train ``steps`` full-batch SGD steps on ``(images, texts)``; the rate
     whose models have the best mean validation RSUM is kept, and its models' mean test recalls are
     returned (with ``lr``, the rate chosen). A rate at which any model diverges is never chosen.
+
+    ``images`` ``(n, 64)`` and ``texts`` ``(n, 32)`` are finite; every rate in ``lrs`` is in
+    ``(0, inf)``; ``n_inits >= 1``, ``steps >= 1``, ``seed`` in ``[0, 2**32 - 1]``.
     """
+    _check_set(images, texts, ("images", "texts"))
     return evaluate_sets(data, [(images, texts)], lrs=lrs, n_inits=n_inits, steps=steps,
                          seed=seed)[0]
 
@@ -528,13 +642,13 @@ def rate_sweep(data: PairedDigits, images: torch.Tensor, texts: torch.Tensor, *,
                seed: int = 0) -> list[dict[str, float]]:
     """``[evaluate_set(data, images, texts, lrs=(lr,), ...) for lr in lrs]``, the same numbers:
     the test recall of ``(images, texts)`` at each rate on its own (no selection), every rate's
-    ``n_inits`` models starting from the same initialisations and all of them trained together."""
+    ``n_inits`` models starting from the same initialisations and all of them trained together.
+    The arguments are those of :func:`evaluate_set`."""
+    _check_set(images, texts, ("images", "texts"))
     n_inits = check_int("n_inits", n_inits, 1)
     steps = check_int("steps", steps, 1)
-    if not lrs:
-        raise ValueError("lrs must hold at least one learning rate")
-    lrs = [check_range("lrs", r, 0, low_open=True) for r in lrs]
-    gen = torch.Generator().manual_seed(check_int("seed", seed, 0))
+    lrs = _check_lrs(lrs)
+    gen = torch.Generator().manual_seed(check_seed(seed))
     theta_v, theta_l = (z.repeat(len(lrs), 1) for z in init_params(n_inits, gen))
     lr = torch.tensor([float(r) for r in lrs for _ in range(n_inits)])[:, None]
     for _ in range(steps):
@@ -555,13 +669,13 @@ def evaluate_sets(data: PairedDigits, sets: Sequence[tuple[torch.Tensor, torch.T
                   lrs: Sequence[float] = LR_GRID, n_inits: int = 3, steps: int = 150,
                   seed: int = 0) -> list[dict[str, float]]:
     """:func:`evaluate_set` of each ``(images, texts)`` set, the sets of one size trained
-    together (:func:`train_on_sets`); each result equals that set's own :func:`evaluate_set`."""
+    together (:func:`train_on_sets`); each result equals that set's own :func:`evaluate_set`
+    (whose arguments these are, ``sets`` a sequence of its ``(images, texts)``)."""
+    _check_sets(sets)
     n_inits = check_int("n_inits", n_inits, 1)
     steps = check_int("steps", steps, 1)
-    if not lrs:
-        raise ValueError("lrs must hold at least one learning rate")
-    lrs = [check_range("lrs", r, 0, low_open=True) for r in lrs]
-    seed = check_int("seed", seed, 0)
+    lrs = _check_lrs(lrs)
+    seed = check_seed(seed)
     out: list[dict[str, float]] = [{} for _ in sets]
     groups: dict[tuple[int, ...], list[int]] = {}
     for i, (x, t) in enumerate(sets):
@@ -594,12 +708,26 @@ def evaluate_sets(data: PairedDigits, sets: Sequence[tuple[torch.Tensor, torch.T
 # ---------------------------------------------------------------------------------------------
 
 
+def _check_matching(*tensors: torch.Tensor) -> None:
+    names = ("student_v", "student_l", "start_v", "start_l", "target_v", "target_l")
+    for name, x in zip(names, tensors, strict=True):
+        _tensor(name, x)
+    for b in (0, 1):  # the image branch, then the text branch
+        shapes = [tuple(x.shape) for x in tensors[b::2]]
+        if len(set(shapes)) > 1:
+            raise ValueError(f"{', '.join(names[b::2])} must share one shape, got "
+                             f"{', '.join(map(str, shapes))}")
+
+
 def matching_loss(student_v: torch.Tensor, student_l: torch.Tensor, start_v: torch.Tensor,
                   start_l: torch.Tensor, target_v: torch.Tensor,
                   target_l: torch.Tensor) -> torch.Tensor:
     """Normalised parameter matching (``amd-eq-match``): for each branch, the squared distance of
     the student's end point to the expert's target over the squared length of the expert's segment,
-    summed over the two branches (2 when the student has not moved)."""
+    summed over the two branches (2 when the student has not moved). The three tensors of a branch
+    share one shape and are finite."""
+    _check_matching(student_v, student_l, start_v, start_l, target_v, target_l)
+
     def part(s: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return ((s - b) ** 2).sum() / ((a - b) ** 2).sum().clamp_min(1e-12)
 
@@ -717,7 +845,7 @@ def distill_many(data: PairedDigits, experts: Trajectories, runs: Sequence[tuple
     for k, (method, init, seed) in enumerate(runs):
         methods.append(check_choice("method", method, ("mtt", "amd")))
         check_choice("init", init, ("random", "kmeans"))
-        seeds.append(check_int("seed", seed, 0))
+        seeds.append(check_seed(seed))
         if method == "mtt":
             span.append((sync_range, sync_range))
         elif ranges is None:
