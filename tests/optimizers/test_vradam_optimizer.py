@@ -309,3 +309,113 @@ def test_non_contiguous_and_half_precision_parameters_fall_back_and_match_adamw(
     opt = VRAdam(k, lr=1e-2, beta3=0.0)
     _train(opt, k, 3)
     assert _equal(h, k) and math.isfinite(opt.last_sq_norm) and opt.last_sq_norm > 0
+
+
+# --- issue 24, item 8: a NaN gradient entry and the global gate -------------------------------
+
+#: both VRAdam steps (the blocked CPU step, and AdamW's loop after a separate gate pass) and
+#: VRMomentum's two; the gate is active (beta3 = 100) so that P_t matters
+NONFINITE_CASES = [pytest.param(VRAdam, {}, id="VRAdam-blocked"),
+                   pytest.param(VRAdam, {"foreach": False}, id="VRAdam-loop"),
+                   pytest.param(VRMomentum, {}, id="VRMomentum-foreach"),
+                   pytest.param(VRMomentum, {"foreach": False}, id="VRMomentum-loop")]
+SMALL = ((6, 5), (5,), (4,))
+
+
+def _bad_step(opt, params, t: int, value: float) -> None:
+    """Step ``t``'s gradients with one entry of the last tensor set to ``value``."""
+    grads = _grads(params, t)
+    grads[-1][0] = value
+    for p, g in zip(params, grads, strict=True):
+        p.grad = g
+    opt.step()
+
+
+def _state(opt) -> list[torch.Tensor]:
+    return [v.clone() for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+
+
+@pytest.mark.parametrize(("cls", "options"), NONFINITE_CASES)
+def test_item8_default_lets_one_nan_entry_reach_every_parameter(cls, options):
+    """What ``nonfinite="propagate"`` (the default) documents: P_t is NaN, so is every group's rate."""
+    params = _params(shapes=SMALL)
+    opt = cls(params, beta3=100.0, **options)
+    _train(opt, params, 2)
+    _bad_step(opt, params, 2, math.nan)
+    assert math.isnan(opt.last_sq_norm) and math.isnan(opt.last_lr_ratio)
+    assert all(torch.isnan(p).all() for p in params)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf])
+@pytest.mark.parametrize(("cls", "options"), NONFINITE_CASES)
+def test_item8_skip_leaves_parameters_and_state_unchanged_warns_and_continues(cls, options, value):
+    params, twins = _params(shapes=SMALL), _params(shapes=SMALL)
+    opt = cls(params, beta3=100.0, nonfinite="skip", **options)
+    clean = cls(twins, beta3=100.0, nonfinite="skip", **options)
+    _train(opt, params, 2)
+    _train(clean, twins, 2)
+    before, state = [p.detach().clone() for p in params], _state(opt)
+    with pytest.warns(RuntimeWarning, match="skipped"):
+        _bad_step(opt, params, 99, value)
+    assert _equal(params, before)
+    assert all(torch.equal(a, b) for a, b in zip(_state(opt), state, strict=True))
+    assert opt.skipped_steps == 1 and math.isnan(opt.last_sq_norm) and opt.last_lr_ratios == [0.0]
+    # the run goes on as if the bad batch had never come, bit for bit
+    _train(opt, params, 3, start=2)
+    _train(clean, twins, 3, start=2)
+    assert _equal(params, twins) and opt.last_sq_norm == clean.last_sq_norm
+    assert opt.skipped_steps == 1 and clean.skipped_steps == 0
+
+
+@pytest.mark.parametrize(("cls", "options"), NONFINITE_CASES)
+def test_item8_raise_changes_nothing(cls, options):
+    params = _params(shapes=SMALL)
+    opt = cls(params, beta3=100.0, nonfinite="raise", **options)
+    _train(opt, params, 2)
+    before, state, sq_norm = [p.detach().clone() for p in params], _state(opt), opt.last_sq_norm
+    with pytest.raises(FloatingPointError, match="NaN or infinite"):
+        _bad_step(opt, params, 2, math.nan)
+    assert _equal(params, before) and opt.last_sq_norm == sq_norm
+    assert all(torch.equal(a, b) for a, b in zip(_state(opt), state, strict=True))
+
+
+@pytest.mark.parametrize("mode", ["skip", "raise"])
+@pytest.mark.parametrize(("cls", "options"), NONFINITE_CASES)
+def test_item8_the_check_changes_no_bit_for_finite_gradients(cls, options, mode):
+    a, b = _params(), _params()  # with the two-view tensor of the blocked step
+    default, checked = cls(a, beta3=1.0, **options), cls(b, beta3=1.0, nonfinite=mode, **options)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _train(default, a, 4)
+        _train(checked, b, 4)
+    assert _equal(a, b) and default.last_lr_ratios == checked.last_lr_ratios
+    assert checked.skipped_steps == 0
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+def test_item8_nonfinite_is_checked_global_and_saved(cls):
+    params = _params(shapes=((4,), (3,)))
+    with pytest.raises(ValueError, match="nonfinite must be one of"):
+        cls(params, nonfinite="ignore")
+    with pytest.raises(ValueError, match="nonfinite must be the same for every param group"):
+        cls([{"params": params[:1]}, {"params": params[1:], "nonfinite": "skip"}])
+    opt = cls(params[:1], nonfinite="skip")
+    with pytest.raises(ValueError, match="nonfinite must be the same"):
+        opt.add_param_group({"params": params[1:], "nonfinite": "raise"})
+    opt.add_param_group({"params": params[1:]})
+    assert [g["nonfinite"] for g in opt.param_groups] == ["skip", "skip"]
+    other = cls([{"params": [_leaf(params[0])]}, {"params": [_leaf(params[1])]}])  # built with "propagate"
+    other.load_state_dict(copy.deepcopy(opt.state_dict()))  # the option travels in the state dict
+    assert [g["nonfinite"] for g in other.param_groups] == ["skip", "skip"]
+    clone = pickle.loads(pickle.dumps(opt))
+    assert clone.skipped_steps == 0 and clone.defaults["nonfinite"] == "skip"
+    assert inspect.signature(cls).parameters["nonfinite"].default == "propagate"
+
+
+def test_item8_public_gate_refuses_nan_and_keeps_its_limits():
+    with pytest.raises(ValueError, match=r"sq_norm must be in \[0, inf\], got nan"):
+        vro.gate(math.nan, 1.0, 19.0)
+    with pytest.raises(ValueError, match="lr_cutoff"):
+        vro.gate(1.0, 1.0, -1.0)
+    assert vro.gate(math.inf, 1.0, 19.0) == 1.0 / 20.0
+    assert vro.gate(math.inf, 1.0, 0.0) == 1.0 and vro.gate(2.0, 0.5, math.inf) == 0.5

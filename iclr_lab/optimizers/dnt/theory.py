@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
 
 if TYPE_CHECKING:
     import altair as alt
@@ -53,13 +53,13 @@ def subblock_jacobian(w1: np.ndarray, w2: np.ndarray, x: np.ndarray, layout: str
     """The output and the input-Jacobian of one feed-forward sub-block, in float64.
 
     Args:
-        w1: ``W_1``, shape ``(d_ff, d)``.
-        w2: ``W_2``, shape ``(d, d_ff)``.
-        x: the input, shape ``(d,)``.
+        w1: ``W_1``, shape ``(d_ff, d)``, finite.
+        w2: ``W_2``, shape ``(d, d_ff)``, finite.
+        x: the input, shape ``(d,)``, finite.
         layout: ``"none"`` (the branch ``f(x) = W_2 act(W_1 x)``), ``"mid"`` (MidNorm,
             ``RMSNorm(f(x))``, ``dnt-eq-midnorm``) or ``"post"`` (PostNorm, ``RMSNorm(x + f(x))``).
         activation: ``"relu"`` (positively homogeneous, as in the paper's Proposition) or ``"gelu"``.
-        eps: the RMSNorm ``epsilon``; the invariance is exact only for ``eps = 0``.
+        eps: the RMSNorm ``epsilon``, in ``[0, inf)``; the invariance is exact only for ``eps = 0``.
 
     Returns:
         ``(output, jacobian)`` with shapes ``(d,)`` and ``(d, d)``.
@@ -67,11 +67,10 @@ def subblock_jacobian(w1: np.ndarray, w2: np.ndarray, x: np.ndarray, layout: str
     check_choice("layout", layout, tuple(LAYOUTS))
     check_choice("activation", activation, ("relu", "gelu"))
     check_range("eps", eps, 0.0)
+    d = check_array("x", x, ndim=1).shape[0]
+    d_ff = check_array("w1", w1, shape=(None, d)).shape[0]
+    check_array("w2", w2, shape=(d, d_ff))
     w1t, w2t, xt = (torch.as_tensor(np.asarray(a, dtype=np.float64)) for a in (w1, w2, x))
-    if w1t.ndim != 2 or w2t.ndim != 2 or xt.ndim != 1 or w1t.shape[1] != xt.shape[0] \
-            or w2t.shape != (xt.shape[0], w1t.shape[0]):
-        raise ValueError(f"shapes must be w1 (d_ff, d), w2 (d, d_ff), x (d,); got "
-                         f"{tuple(w1t.shape)}, {tuple(w2t.shape)}, {tuple(xt.shape)}")
 
     def fn(v: torch.Tensor) -> torch.Tensor:
         return _subblock(v, w1t, w2t, layout, activation, eps)
@@ -98,11 +97,17 @@ def midnorm_invariance(scales: tuple[float, ...] = (0.1, 10.0), *, d: int = 32, 
         ``output_change`` and ``jacobian_change`` (the largest relative change,
         ``max|new - old| / max|old|``) and ``jacobian_ratio`` (``||J(c)||_F / ||J(1)||_F``, which is
         ``c**2`` for the bare branch with ReLU and 1 with MidNorm).
+
+    ``d`` is at least 2, ``d_ff`` at least 1, every scale in ``(0, inf)``, ``eps`` in ``[0, inf)``
+    and ``seed`` in ``[0, 2**32 - 1]``.
     """
     check_int("d", d, 2)
     check_int("d_ff", d_ff, 1)
     for i, c in enumerate(scales):
         check_range(f"scales[{i}]", c, 0.0, low_open=True)
+    check_choice("activation", activation, ("relu", "gelu"))
+    check_range("eps", eps, 0.0)
+    check_seed(seed)
     w1, w2, x = _random_subblock(d, d_ff, seed)
     rows = []
     for layout in LAYOUTS:
@@ -125,12 +130,20 @@ def jacobian_spectrum(scale_w1: float = 1.0, scale_w2: float = 1.0, *, d: int = 
     direction it normalises away); it is dropped for the two normalised layouts, so that a log axis
     shows the rest.
 
+    ``scale_w1`` and ``scale_w2`` are in ``(0, inf)``, ``d`` at least 2, ``d_ff`` at least 1,
+    ``eps`` in ``[0, inf)`` and ``seed`` in ``[0, 2**32 - 1]``.
+
     Returns:
         A DataFrame with columns ``layout`` (the legend name), ``index`` (1 = largest) and
         ``singular_value``.
     """
     check_range("scale_w1", scale_w1, 0.0, low_open=True)
     check_range("scale_w2", scale_w2, 0.0, low_open=True)
+    check_int("d", d, 2)
+    check_int("d_ff", d_ff, 1)
+    check_choice("activation", activation, ("relu", "gelu"))
+    check_range("eps", eps, 0.0)
+    check_seed(seed)
     w1, w2, x = _random_subblock(d, d_ff, seed)
     rows = []
     for layout, label in LAYOUTS.items():

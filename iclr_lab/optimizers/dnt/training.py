@@ -176,7 +176,8 @@ def train_lm(norm: str | Placement, optimizer: str, lr: float, *, seed: int = 0,
     Args:
         norm: ``"pre"``, ``"dnt"`` or a :class:`~iclr_lab.optimizers.dnt.model.Placement`.
         optimizer: ``"adamw"`` or ``"msgdw"`` (``dnt-eq-msgdw``).
-        lr: the peak learning rate (after warm-up; cosine decay to ``recipe.min_lr_ratio`` of it).
+        lr: the peak learning rate, in ``(0, inf)`` (after warm-up; cosine decay to
+            ``recipe.min_lr_ratio`` of it).
         seed: fixes the language (``ZipfLanguage(seed=seed)``), the initial weights, the minibatches,
             the validation set and the probe batch.
         steps: optimizer steps.
@@ -194,6 +195,8 @@ def train_lm(norm: str | Placement, optimizer: str, lr: float, *, seed: int = 0,
         stop_at: stop after this many steps (the schedule still spans ``steps``, so the first
             ``stop_at`` steps are exactly those of the full run); ``None`` runs all ``steps``.
     """
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    lr = check_range("lr", lr, 0.0, low_open=True)
     config = config or GPTConfig()
     recipe = recipe or Recipe()
     seed = check_int("seed", seed, 0, 2**32 - 1)

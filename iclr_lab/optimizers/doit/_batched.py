@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from iclr_lab.core.nn import batch_indices
+from iclr_lab.core.validation import check_int
 from iclr_lab.optimizers.doit.method import OPTIMIZERS, SGDM_MOMENTUM, score
 
 if TYPE_CHECKING:
@@ -197,9 +198,21 @@ def run_many(jobs: Sequence[Job], *, steps: int, n_ini: int = 10, halving: int =
              desc: str = "doit: stacked runs") -> tuple[list[Run], list[list[torch.Tensor]]]:
     """Train every job in lockstep on one :class:`Stack`; returns one
     :class:`~iclr_lab.optimizers.doit.experiments.Run` per job (as ``run_method`` returns it) and,
-    if ``snapshot_at`` is given, every job's parameters after that step (else empty lists)."""
+    if ``snapshot_at`` is given, every job's parameters after that step (else empty lists).
+
+    ``steps``, ``halving`` and ``eval_every`` are at least 1, ``n_ini`` at least 0, ``probe_size``
+    in ``[1, n_train]`` and ``snapshot_at`` (if given) in ``[1, steps]``.
+    """
     from iclr_lab.core.progress import progress
     from iclr_lab.optimizers.doit import experiments as ex
+
+    check_int("steps", steps, 1)
+    check_int("n_ini", n_ini, 0)
+    check_int("halving", halving, 1)
+    check_int("eval_every", eval_every, 1)
+    check_int("probe_size", probe_size, 1, len(data.y_train))
+    if snapshot_at is not None:
+        check_int("snapshot_at", snapshot_at, 1, steps)
 
     n_jobs = len(jobs)
     models = [ex._mlp(job.seed) for job in jobs]

@@ -30,7 +30,7 @@ from torch import nn
 from iclr_lab.core.nn import batch_indices
 from iclr_lab.core.report import Report, timed
 from iclr_lab.core.scales import pick, seed_everything
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_choice, check_int, check_range, check_seed
 from iclr_lab.optimizers.doit.method import (
     ACQUISITIONS,
     DOIT,
@@ -209,11 +209,21 @@ def run_method(method: str, seed: int, rates: dict[str, float], *, steps: int, c
     candidates' learning rates. With ``branch=True`` (DOIT only), every cycle after the cold start
     is first branched into all candidates (see the module docstring). ``omega_t`` is DOIT's
     transferability weight (0 here: the network trains from scratch).
+
+    ``seed`` is in ``[0, 2**32 - 1]``; ``steps``, ``cycle``, ``halving`` and ``eval_every`` are at
+    least 1, ``n_ini`` at least 0, ``probe_size`` in ``[1, n_train]``; ``omega_t`` is in ``[0, 1]``.
     """
     check_choice("method", method, METHODS)
+    check_seed(seed)
     check_int("steps", steps, 1)
+    check_int("cycle", cycle, 1)
+    check_int("n_ini", n_ini, 0)
+    check_int("halving", halving, 1)
+    check_int("eval_every", eval_every, 1)
     check_int("probe_size", probe_size, 1)
+    check_range("omega_t", omega_t, 0.0, 1.0)
     data = digits_split() if data is None else data
+    check_int("probe_size", probe_size, 1, len(data.y_train))
     model = _mlp(seed)
     uses_score = method in (DOIT_NAME, LITERAL)
     probe = _probe(data, seed, probe_size) if uses_score else None
@@ -254,8 +264,17 @@ def tune_rates(grid: Sequence[float], seed: int, *, steps: int, eval_every: int 
     extends that optimizer's grid once).
 
     Every run of a round trains at once, stacked (``doit/_batched.py``), each as :func:`run_method`
-    trains it alone: the whole grid first, then every extension that ``tune`` asks for."""
+    trains it alone: the whole grid first, then every extension that ``tune`` asks for.
+
+    ``grid`` holds positive learning rates, ``seed`` is in ``[0, 2**32 - 1]``, ``steps`` and
+    ``eval_every`` are at least 1.
+    """
     from iclr_lab.core.tuning import tune, tuning_seeds
+
+    _check_grid(grid)
+    check_seed(seed)
+    check_int("steps", steps, 1)
+    check_int("eval_every", eval_every, 1)
     from iclr_lab.optimizers.doit._batched import Job, run_many
 
     data = digits_split() if data is None else data
@@ -435,10 +454,20 @@ def restart_shock(rates: dict[str, float], tuning: pd.DataFrame, seed: int, *, s
     ``reproduce`` keeps them from its single-optimizer runs at ``seed``); otherwise it is trained
     here. The restarts train at once, stacked
     (``doit/_batched.py``), each as it would alone.
+
+    ``seed`` is in ``[0, 2**32 - 1]``, ``steps`` at least 1, ``cycle`` in
+    ``[1, steps - steps // 2]`` (the restarted cycle fits in the second half), ``grid`` holds
+    positive learning rates and ``probe_size`` is in ``[1, n_train]``.
     """
     from iclr_lab.optimizers.doit._batched import Stack
 
+    check_seed(seed)
+    check_int("steps", steps, 1)
+    check_int("cycle", cycle, 1, steps - steps // 2)
+    _check_grid(grid)
+    check_int("probe_size", probe_size, 1)
     data = digits_split() if data is None else data
+    check_int("probe_size", probe_size, 1, len(data.y_train))
     chosen = tuning[tuning.chosen].sort_values("val_loss", kind="stable")
     warm_name = str(chosen.optimizer.iloc[0])
     model = _mlp(seed)
@@ -483,6 +512,13 @@ def restart_shock(rates: dict[str, float], tuning: pd.DataFrame, seed: int, *, s
                          "at_step": half, "l0": l0, "l1": ls[0], "l_end": ls[-1],
                          "score": score(l0, ls)})
     return pd.DataFrame(rows_out)
+
+
+def _check_grid(grid: Sequence[float]) -> None:
+    if len(grid) == 0:
+        raise ValueError("grid must hold at least one learning rate, got none")
+    for i, lr in enumerate(grid):
+        check_range(f"grid[{i}]", lr, 0.0, low_open=True)
 
 
 def _final(log: pd.DataFrame) -> pd.DataFrame:
@@ -545,12 +581,16 @@ def explorer_chart(tau: int = 10, omega_t: float = 0.0, acquisition: str = "inte
     :func:`~iclr_lab.optimizers.doit.figures.timeline_chart`,
     for the cycle length ``tau``, the transferability weight ``omega_t`` (the exploration weight of
     ``doit-eq-coef``) and the acquisition form. ``candidates`` default to
-    :data:`~iclr_lab.optimizers.doit.method.DEFAULT_RATES`."""
+    :data:`~iclr_lab.optimizers.doit.method.DEFAULT_RATES`. ``tau`` and ``steps`` are at least 1,
+    ``n_ini`` at least 0, ``omega_t`` in ``[0, 1]`` and ``seed`` in ``[0, 2**32 - 1]``."""
     from iclr_lab.optimizers.doit.method import DEFAULT_RATES
 
-    tau = check_int("tau", int(round(tau)), 1)
+    tau = check_int("tau", tau, 1)
     check_range("omega_t", omega_t, 0.0, 1.0)
     check_choice("acquisition", acquisition, ACQUISITIONS)
+    check_int("n_ini", n_ini, 0)
+    check_int("steps", steps, 1)
+    check_seed(seed)
     from iclr_lab.optimizers.doit.figures import timeline_chart
 
     rates = dict(DEFAULT_RATES if candidates is None else candidates)

@@ -38,9 +38,13 @@ def timeline_chart(cycles: pd.DataFrame, losses: pd.DataFrame, *, title: str = "
 
     ``cycles`` needs ``start``, ``end``, ``choice`` (and ``phase``, ``score``); ``losses`` needs
     ``step`` and ``probe_loss``. ``param``, an Altair parameter over a ``grid_point`` column present
-    in both tables, filters them (the Explore slider).
+    in both tables, filters them (the Explore slider). ``width`` (in pixels) is at least 1.
     """
     import altair as alt
+
+    from iclr_lab.core.validation import check_int
+
+    check_int("width", width, 1)
 
     x = alt.X("start:Q", title=None, axis=alt.Axis(labels=False, ticks=False),
               scale=alt.Scale(domain=[0, float(cycles.end.max())], nice=False))

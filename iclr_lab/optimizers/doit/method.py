@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from iclr_lab.core.nn import batch_indices
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_real, check_seed
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -103,21 +103,30 @@ def score_terms(l0: float, losses: Sequence[float], alpha: float = 0.1) -> dict[
     bound terms ``doit-eq-bounds``) and the score ``s`` itself.
 
     Args:
-        l0: the reference loss at the start of the cycle.
-        losses: ``l_1, ..., l_tau``, the losses after each step of the cycle (non-negative).
-        alpha: the weight of the dispersion ``sigma``.
+        l0: the reference loss at the start of the cycle, in ``[0, inf]``, or NaN.
+        losses: ``l_1, ..., l_tau``, the losses after each step of the cycle (non-negative, or
+            ``inf`` or NaN).
+        alpha: the weight of the dispersion ``sigma``, in ``[0, inf)``.
 
-    A non-finite loss (a diverged step) gives the worst score, ``s = -1``.
+    A non-finite loss (``inf`` or NaN: a diverged step) gives the worst score, ``s = -1``, and
+    NaN terms. A negative loss, ``-inf`` included, is refused: the score divides by the larger of
+    two losses.
     """
+    l0 = check_real("l0", l0)
+    if l0 < 0:  # NaN passes: it is a diverged step
+        raise ValueError(f"l0 must be in [0, inf] (a loss; NaN marks a diverged step), got {l0!r}")
     check_range("alpha", alpha, 0.0)
-    ls = [float(v) for v in losses]
+    try:
+        ls = [float(v) for v in losses]
+    except (TypeError, ValueError):
+        raise TypeError(f"losses must be a sequence of numbers, got {losses!r}") from None
     if not ls:
         raise ValueError("losses must hold at least one loss (the cycle's steps), got none")
+    if any(v < 0 for v in ls):
+        raise ValueError(f"losses must be non-negative (the score divides by the larger of two "
+                         f"losses); got min {min(v for v in ls if v < 0):.4g}")
     if not all(math.isfinite(v) for v in [l0, *ls]):
         return {"mu": math.nan, "sigma": math.nan, "upper": math.nan, "lower": math.nan, "s": -1.0}
-    if min(l0, *ls) < 0:
-        raise ValueError(f"losses must be non-negative (the score divides by the larger of two "
-                         f"losses); got min {min(l0, *ls):.4g}")
     tau = len(ls)
     prev = [l0, *ls[:-1]]
     drops = np.array([_rel_drop(a, b) for a, b in zip(prev, ls, strict=True)])
@@ -194,8 +203,14 @@ def exploration_coefficient(cycle: int, halving: int = 10, omega_t: float = 0.0,
 def acquisition_values(mu: Sequence[float] | np.ndarray, sigma: Sequence[float] | np.ndarray,
                        coefficient: float) -> np.ndarray:
     """``e_j = sigmoid(mu_j + c sigma_j)`` for every candidate (``doit-eq-acq``); DOIT picks the
-    largest. The sigmoid does not change the ranking; it only bounds ``e`` to (0, 1)."""
-    m, s = np.asarray(mu, dtype=float), np.asarray(sigma, dtype=float)
+    largest. The sigmoid does not change the ranking; it only bounds ``e`` to (0, 1).
+
+    ``mu`` and ``sigma`` are finite and of one shape, ``coefficient`` (the exploration weight
+    ``c_i`` of :func:`exploration_coefficient`) is in ``[0, inf)``.
+    """
+    m = np.asarray(check_array("mu", mu), dtype=float)
+    s = np.asarray(check_array("sigma", sigma), dtype=float)
+    coefficient = check_range("coefficient", coefficient, 0.0)
     if m.shape != s.shape:
         raise ValueError(f"mu and sigma must have the same shape, got {m.shape} and {s.shape}")
     return 1.0 / (1.0 + np.exp(-(m + coefficient * s)))
@@ -508,14 +523,36 @@ class DOIT:
 # ---------------------------------------------------------------------------------------------
 
 
+def _check_batch(x: Any, y: Any) -> None:
+    """``x``: a finite tensor of ``n >= 1`` examples (2 or more dimensions); ``y``: their ``n``
+    integer class labels."""
+    for name, t in (("x", x), ("y", y)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    check_array("x", x)
+    if x.ndim < 2:
+        raise ValueError(f"x must have a batch dimension and a feature dimension (2 or more "
+                         f"dimensions), got shape {tuple(x.shape)}")
+    check_array("y", y, shape=(x.shape[0],))
+    if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
+        raise TypeError(f"y must be an integer tensor of class labels, got dtype {y.dtype}")
+
+
 def cross_entropy_closure(model: torch.nn.Module, x: torch.Tensor,
                           y: torch.Tensor) -> Callable[[], torch.Tensor]:
-    """``loss_fn`` for :meth:`DOIT.step`: the cross-entropy of ``model`` on the batch ``(x, y)``."""
+    """``loss_fn`` for :meth:`DOIT.step`: the cross-entropy of ``model`` on the batch ``(x, y)``.
+
+    ``x`` is a finite, non-empty tensor of examples (batch first), ``y`` the integer class labels,
+    one per example.
+    """
+    _check_batch(x, y)
     return lambda: nn.functional.cross_entropy(model(x), y)
 
 
 def probe_fn(x: torch.Tensor, y: torch.Tensor) -> Callable[[torch.nn.Module], float]:
-    """``probe(model)``: the mean cross-entropy of ``model`` on the fixed batch ``(x, y)``."""
+    """``probe(model)``: the mean cross-entropy of ``model`` on the fixed batch ``(x, y)`` (checked
+    as by :func:`cross_entropy_closure`)."""
+    _check_batch(x, y)
 
     def probe(model: torch.nn.Module) -> float:
         with torch.no_grad():
@@ -531,9 +568,10 @@ def train_with_doit(model: torch.nn.Module, data: Split, *, steps: int, batch_si
 
     The score uses a fixed probe batch of ``probe_size`` training examples (0: the training
     losses). ``doit_kwargs`` go to :class:`DOIT` (``candidates``, ``cycle``, ``n_ini``, ...), whose
-    ``seed`` is ``seed`` too. Returns the controller (its ``history`` holds every cycle)
-    and a log with one row per evaluation: ``step``, ``train_loss``, ``test_loss``, ``test_acc``,
-    ``optimizer`` (the one that ran the step).
+    ``seed`` is ``seed`` too. ``steps``, ``batch_size`` and ``eval_every`` are at least 1,
+    ``probe_size`` in ``[0, n_train]`` and ``seed`` in ``[0, 2**32 - 1]``. Returns the controller
+    (its ``history`` holds every cycle) and a log with one row per evaluation: ``step``,
+    ``train_loss``, ``test_loss``, ``test_acc``, ``optimizer`` (the one that ran the step).
     """
     import pandas as pd
 
@@ -543,6 +581,7 @@ def train_with_doit(model: torch.nn.Module, data: Split, *, steps: int, batch_si
     check_int("steps", steps, 1)
     check_int("batch_size", batch_size, 1)
     check_int("eval_every", eval_every, 1)
+    check_seed(seed)
     xtr, ytr = torch.from_numpy(data.x_train), torch.from_numpy(data.y_train)
     xte, yte = torch.from_numpy(data.x_test), torch.from_numpy(data.y_test)
     check_int("probe_size", probe_size, 0, len(ytr))

@@ -23,6 +23,7 @@ import torch
 from iclr_lab.core.report import Claim, Report, timed
 from iclr_lab.core.scales import pick, seed_everything
 from iclr_lab.core.stats import loglog_slope
+from iclr_lab.core.validation import check_int, check_range, check_seed
 from iclr_lab.optimizers.vradam.optimizer import VRAdam
 from iclr_lab.optimizers.vradam.quadratic import (
     edge_velocity,
@@ -89,7 +90,14 @@ def calibrate_beta3(data: Split, seed: int, *, kappa: float = KAPPA,
     computed from the raw (not bias-corrected) buffer. The raw buffer starts at zero, so the pilot's
     mean includes the EMA warm-up and underestimates the later ``P_t``: the gate then sits below
     ``1 / (1 + kappa)``, near its floor ``1 / (1 + alpha1)`` (the chapter measures where).
+
+    ``seed`` is in ``[0, 2**32 - 1]``, ``kappa`` in ``[0, inf)`` (0 gives ``beta3 = 0``, AdamW),
+    ``steps`` and ``batch_size`` at least 1.
     """
+    check_seed(seed)
+    check_range("kappa", kappa, 0)
+    check_int("steps", steps, 1)
+    check_int("batch_size", batch_size, 1)
     beta3, mean_p, _ = _pilot(data, seed, kappa=kappa, steps=steps, batch_size=batch_size)
     return beta3, mean_p
 
@@ -121,9 +129,17 @@ def train_digits(method: str, lr: float, seed: int, *, steps: int, beta3: float 
     """Train the 64-128-128-10 MLP on digits with ``method`` at ``lr``; returns ``(log, ratios)``.
 
     ``method`` is one of ``METHODS`` (any name starting with "VRAdam" is VRAdam with ``beta3``).
-    ``ratios`` is the per-step gate ``eta_t / alpha0`` (ones for the baselines).
+    ``ratios`` is the per-step gate ``eta_t / alpha0`` (ones for the baselines). ``lr`` and
+    ``beta3`` are in ``[0, inf)`` (as for :class:`~iclr_lab.optimizers.vradam.optimizer.VRAdam`),
+    ``seed`` in ``[0, 2**32 - 1]``, ``steps`` and ``eval_every`` at least 1.
     """
     from iclr_lab.core.datasets import digits
+
+    check_range("lr", lr, 0)
+    check_seed(seed)
+    check_int("steps", steps, 1)
+    check_range("beta3", beta3, 0)
+    check_int("eval_every", eval_every, 1)
     from iclr_lab.core.nn import mlp, train_classifier
 
     data = digits(seed=0) if data is None else data
@@ -186,11 +202,22 @@ def rate_run(method: str, seed: int, *, steps: int, beta3: float = 0.0, alpha0: 
     step is a :class:`torch.optim.lr_scheduler.LambdaLR` on ``lr``, so for VRAdam the gate acts on
     top of the schedule. Every ``every`` steps the full-batch ``||grad F(theta_t)||^2`` is recorded.
 
+    ``seed`` is in ``[0, 2**32 - 1]``; ``steps``, ``every`` and ``batch_size`` are at least 1;
+    ``beta3`` and ``alpha0`` are in ``[0, inf)`` (as for
+    :class:`~iclr_lab.optimizers.vradam.optimizer.VRAdam`).
+
     Returns:
         ``step`` and ``grad_sq`` (the recorded points), ``sq_norm`` (``P_t`` at every step) and
         ``ratio`` (the gate ``eta_t / alpha_t`` at every step; ones for AdamW).
     """
     from iclr_lab.core.datasets import digits
+
+    check_seed(seed)
+    check_int("steps", steps, 1)
+    check_range("beta3", beta3, 0)
+    check_range("alpha0", alpha0, 0)
+    check_int("every", every, 1)
+    check_int("batch_size", batch_size, 1)
 
     data = digits(seed=0) if data is None else data
     x, y = torch.from_numpy(data.x_train), torch.from_numpy(data.y_train)

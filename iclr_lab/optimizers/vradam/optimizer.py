@@ -15,12 +15,13 @@ The chapter is ``book/optimizers/vradam.md``; equations are cited by their label
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import torch
 
-from iclr_lab.core.validation import check_range
+from iclr_lab.core.validation import check_choice, check_range
 
 __all__ = ["VRAdam", "VRMomentum", "gate"]
 
@@ -33,9 +34,13 @@ _CPU_CHUNK = 1 << 17
 #: elements per view of the gate on other devices (only to bound the temporary).
 _DEVICE_CHUNK = 1 << 24
 
+#: what a step does when a gradient holds a NaN or infinite entry (the ``nonfinite`` option)
+_NONFINITE: tuple[str, ...] = ("propagate", "skip", "raise")
+
 #: defaults of the VRAdam-only keys, also used for state dicts and pickles that lack them.
-_VRADAM_KEYS = {"beta3": 1.0, "lr_cutoff": 19.0, "normgrad": False}
-_PUBLIC_ATTRIBUTES = ("last_sq_norm", "last_lr_ratio", "last_lr_ratios")
+_VRADAM_KEYS: dict[str, Any] = {"beta3": 1.0, "lr_cutoff": 19.0, "normgrad": False,
+                                "nonfinite": "propagate"}
+_PUBLIC_ATTRIBUTES = ("last_sq_norm", "last_lr_ratio", "last_lr_ratios", "skipped_steps")
 
 
 def gate(sq_norm: float, beta3: float, lr_cutoff: float) -> float:
@@ -44,7 +49,24 @@ def gate(sq_norm: float, beta3: float, lr_cutoff: float) -> float:
     ``sq_norm`` is ``P_t``, the squared velocity norm summed over all parameters. The ratio lies in
     ``[1 / (1 + lr_cutoff), 1]``; it is exactly 1 when ``beta3 = 0`` or ``lr_cutoff = 0`` (whatever
     ``P_t`` is, even infinite), so both switch the gate off.
+
+    Args:
+        sq_norm: ``P_t``, in ``[0, inf]`` (an overflowed ``P_t = inf`` gives the floor of the gate).
+        beta3: the velocity penalty, in ``[0, inf)``.
+        lr_cutoff: the cap ``alpha1``, in ``[0, inf]``.
+
+    Raises:
+        ValueError: an argument is NaN or outside its range (NaN has no gate: see ``nonfinite`` of
+            :class:`VRAdam` for what the optimizers do with a NaN gradient).
     """
+    return _gate(check_range("sq_norm", sq_norm, 0, math.inf, high_open=False),
+                 check_range("beta3", beta3, 0, math.inf, high_open=True),
+                 check_range("lr_cutoff", lr_cutoff, 0, math.inf, high_open=False))
+
+
+def _gate(sq_norm: float, beta3: float, lr_cutoff: float) -> float:
+    """:func:`gate` without the argument checks, for the optimizers' steps (their options were
+    checked when set; a NaN ``P_t`` from a NaN gradient gives a NaN ratio, see ``nonfinite``)."""
     if beta3 == 0.0 or lr_cutoff == 0.0:
         return 1.0
     return 1.0 / (1.0 + min(beta3 * sq_norm, lr_cutoff))
@@ -170,6 +192,10 @@ def _nonnegative(name: str) -> Callable[[Any], float]:
     return lambda value: check_range(name, value, 0, math.inf, high_open=True)
 
 
+def _check_nonfinite(value: Any) -> str:
+    return str(check_choice("nonfinite", value, _NONFINITE))
+
+
 _GROUP_CHECKS: dict[str, Callable[[Any], Any]] = {
     "lr": _nonnegative("lr"),
     "beta3": _nonnegative("beta3"),
@@ -177,6 +203,7 @@ _GROUP_CHECKS: dict[str, Callable[[Any], Any]] = {
     "weight_decay": _nonnegative("weight_decay"),
     "maximize": lambda v: _check_flag("maximize", v),
     "foreach": lambda v: _check_flag("foreach", v, allow_none=True),
+    "nonfinite": _check_nonfinite,
 }
 _VRADAM_GROUP_CHECKS = {**_GROUP_CHECKS,
                         "betas": _check_betas,
@@ -203,7 +230,7 @@ def _reject_sparse(name: str, param_groups: list[dict[str, Any]]) -> None:
 
 def _reset_record(opt: torch.optim.Optimizer, *, only_missing: bool = False) -> None:
     fresh: dict[str, Any] = {"last_sq_norm": math.nan, "last_lr_ratio": 1.0,
-                             "last_lr_ratios": [1.0] * len(opt.param_groups)}
+                             "last_lr_ratios": [1.0] * len(opt.param_groups), "skipped_steps": 0}
     for key, value in fresh.items():
         if not only_missing or key not in opt.__dict__:
             setattr(opt, key, value)
@@ -221,6 +248,44 @@ def _note_new_group(opt: torch.optim.Optimizer) -> None:
 
 def _with_record(opt: torch.optim.Optimizer, state: dict[str, Any]) -> dict[str, Any]:
     return {**state, **{key: opt.__dict__[key] for key in _PUBLIC_ATTRIBUTES if key in opt.__dict__}}
+
+
+# A NaN gradient entry makes P_t NaN, hence the gate and every group's rate NaN: unlike AdamW, whose
+# arithmetic is element-wise, one bad entry reaches every parameter. The ``nonfinite`` option says
+# what to do instead; it is checked on the gradients before anything changes, because the blocked
+# CPU step updates the moments before it knows P_t.
+
+def _same_nonfinite(group: dict[str, Any], default: Any) -> None:
+    """A param group may not set its own ``nonfinite``: the gate, and so the decision, is global."""
+    if group.get("nonfinite", default) != default:
+        raise ValueError(f"nonfinite must be the same for every param group (the gate, and so the "
+                         f"decision to skip a step, is global): got {group['nonfinite']!r} for a group "
+                         f"of an optimizer built with {default!r}")
+
+
+def _nonfinite_mode(opt: torch.optim.Optimizer) -> str:
+    """The strictest ``nonfinite`` of the param groups (they agree unless edited by hand)."""
+    modes = [group.get("nonfinite", "propagate") for group in opt.param_groups]
+    return max(modes, key=_NONFINITE.index, default="propagate")
+
+
+def _grads_finite(opt: torch.optim.Optimizer) -> bool:
+    return all(bool(torch.isfinite(p.grad).all()) for group in opt.param_groups
+               for p in group["params"] if p.grad is not None)
+
+
+def _refuse_step(opt: torch.optim.Optimizer, mode: str) -> None:
+    """Raise (``"raise"``), or warn and record a skipped step (``"skip"``): the rate was 0."""
+    name = type(opt).__name__
+    if mode == "raise":
+        raise FloatingPointError(f"{name}.step: a gradient holds NaN or infinite entries; nothing "
+                                 "was changed (nonfinite='raise')")
+    warnings.warn(f"{name}.step skipped: a gradient holds NaN or infinite entries, so the global "
+                  "gate is undefined; parameters and state are unchanged (nonfinite='skip')",
+                  RuntimeWarning, stacklevel=3)
+    skipped = int(opt.__dict__.get("skipped_steps", 0)) + 1
+    _record(opt, math.nan, [0.0] * len(opt.param_groups))
+    opt.__dict__["skipped_steps"] = skipped
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,6 +331,27 @@ class VRAdam(torch.optim.AdamW):
     * ``normgrad=False``: the paper (the velocity) and ``vradam.py``; ``VRADAM.py`` used True.
     * ``foreach=None``: on CPU, float32/float64 (and complex) parameters take the blocked foreach
       step (:meth:`step`); elsewhere AdamW chooses, as it does for itself.
+    * ``nonfinite="propagate"``: like every ``torch.optim`` optimizer, VRAdam does not inspect the
+      gradients, and the paper's and the authors' code have no such check (see below).
+
+    NaN and infinite gradients. The gate couples all parameters: a single NaN gradient entry makes
+    ``P_t`` NaN, hence ``eta_t`` NaN, and the step turns **every** parameter NaN (AdamW, whose
+    arithmetic is element-wise, corrupts only the entries the NaN touches; the next forward pass
+    usually spreads it from there). What a step does when any gradient holds a NaN or infinite
+    entry is the option ``nonfinite``:
+
+    * ``"propagate"`` (default): take the step anyway, as above. For finite gradients nothing is
+      checked and the step is bit for bit the one without the option.
+    * ``"skip"``: skip the whole step, as ``torch.amp.GradScaler`` skips a step whose gradients
+      overflowed: parameters, moments and step counts stay as they were, a ``RuntimeWarning`` says
+      so, ``skipped_steps`` counts it, and the record shows ``last_sq_norm = nan`` and a rate ratio
+      of 0. Use it when an occasional bad batch (mixed precision, a loss spike) should not end the run.
+    * ``"raise"``: raise ``FloatingPointError`` before anything changes (for debugging).
+
+    With ``"skip"`` or ``"raise"`` every step first checks that all gradients are finite (one pass
+    over them and one device synchronisation). An infinite ``P_t`` from finite gradients (an
+    overflowed sum) is not a bad gradient: the gate is then at its floor ``1 / (1 + lr_cutoff)``.
+    The option is optimizer-wide: a param group may not set a different value.
 
     Args:
         params: parameters or param groups, as for any ``torch.optim`` optimizer.
@@ -281,16 +367,21 @@ class VRAdam(torch.optim.AdamW):
         maximize: maximise the objective, as in AdamW.
         foreach: ``False`` runs AdamW's for-loop step; ``None`` or ``True`` the blocked step on CPU.
         fused: run AdamW's fused kernel (the gate is computed first, as for ``foreach=False``).
+        nonfinite: ``"propagate"``, ``"skip"`` or ``"raise"``: what a step does when a gradient
+            holds a NaN or infinite entry (see above).
 
     Attributes:
-        last_sq_norm: ``P_t`` of the last step (``nan`` before the first step).
-        last_lr_ratio: ``eta_t / lr`` of the first param group at the last step (1.0 before).
+        last_sq_norm: ``P_t`` of the last step (``nan`` before the first step, and for a skipped one).
+        last_lr_ratio: ``eta_t / lr`` of the first param group at the last step (1.0 before; 0.0
+            for a skipped step).
         last_lr_ratios: the same ratio for every param group (1.0 for a group added since).
+        skipped_steps: steps skipped for non-finite gradients (``nonfinite="skip"``).
     """
 
     last_sq_norm: float
     last_lr_ratio: float
     last_lr_ratios: list[float]
+    skipped_steps: int
 
     def __init__(
         self,
@@ -307,6 +398,7 @@ class VRAdam(torch.optim.AdamW):
         maximize: bool = False,
         foreach: bool | None = None,
         fused: bool | None = None,
+        nonfinite: Literal["propagate", "skip", "raise"] = "propagate",
     ) -> None:
         lr, beta3, lr_cutoff, weight_decay = _check_rates(lr, beta3, lr_cutoff, weight_decay)
         b1, b2 = _check_betas(betas)
@@ -315,10 +407,12 @@ class VRAdam(torch.optim.AdamW):
             _check_flag(name, flag)
         _check_flag("foreach", foreach, allow_none=True)
         _check_flag("fused", fused, allow_none=True)
+        _check_nonfinite(nonfinite)
         if foreach and fused:
             raise ValueError("foreach and fused cannot both be True")
         # read by add_param_group while torch.optim.Optimizer.__init__ adds the groups
-        self._vr_defaults = {"beta3": beta3, "lr_cutoff": lr_cutoff, "normgrad": normgrad}
+        self._vr_defaults = {"beta3": beta3, "lr_cutoff": lr_cutoff, "normgrad": normgrad,
+                             "nonfinite": nonfinite}
         super().__init__(params, lr=lr, betas=(b1, b2), eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, maximize=maximize, foreach=foreach, fused=fused)
         self.defaults.update(self.__dict__.pop("_vr_defaults"))
@@ -331,6 +425,7 @@ class VRAdam(torch.optim.AdamW):
         if isinstance(param_group, dict):
             _check_group(param_group, _VRADAM_GROUP_CHECKS)
             extra = self.__dict__.get("_vr_defaults") or {k: self.defaults[k] for k in _VRADAM_KEYS}
+            _same_nonfinite(param_group, extra["nonfinite"])
             for key, value in extra.items():
                 param_group.setdefault(key, value)
         super().add_param_group(param_group)
@@ -377,19 +472,24 @@ class VRAdam(torch.optim.AdamW):
         buffer while it is in cache, then the parameter update with the gated rate: the same
         operations on the same values as ``torch.optim.AdamW(foreach=True)``. Otherwise ``P_t`` is
         computed first (:meth:`velocity_sq_norm`) and :meth:`torch.optim.AdamW.step` runs with
-        ``group["lr"]`` set to ``eta_t`` and then restored.
+        ``group["lr"]`` set to ``eta_t`` and then restored. With ``nonfinite`` ``"skip"`` or
+        ``"raise"``, a gradient with a NaN or infinite entry stops the step before any of this.
         """
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
         _reject_sparse("VRAdam", self.param_groups)
+        mode = _nonfinite_mode(self)
+        if mode != "propagate" and not _grads_finite(self):
+            _refuse_step(self, mode)
+            return loss
         done = _blocked_adamw_step(self) if _blocked_step_allowed(self) else None
         if done is not None:
             sq_norm, ratios = done
         else:
             sq_norm = self.velocity_sq_norm()
-            ratios = [gate(sq_norm, group["beta3"], group["lr_cutoff"]) for group in self.param_groups]
+            ratios = [_gate(sq_norm, group["beta3"], group["lr_cutoff"]) for group in self.param_groups]
             alphas = [group["lr"] for group in self.param_groups]
             try:
                 for group, alpha0, ratio in zip(self.param_groups, alphas, ratios, strict=True):
@@ -543,7 +643,7 @@ def _blocked_adamw_step(opt: VRAdam) -> tuple[float, list[float]] | None:
             torch._foreach_addcmul_(v_, d_, d_, 1 - beta2)
             squares += [torch.dot(x, x) for x in (g_ if group["normgrad"] else m_)]
     sq_norm = _total(squares)
-    ratios = [gate(sq_norm, group["beta3"], group["lr_cutoff"]) for group in opt.param_groups]
+    ratios = [_gate(sq_norm, group["beta3"], group["lr_cutoff"]) for group in opt.param_groups]
     ratio_of = {id(group): ratio for group, ratio in zip(opt.param_groups, ratios, strict=True)}
     for group, steps, layout, _ in plans:
         lr = group["lr"] * ratio_of[id(group)]
@@ -581,7 +681,14 @@ class VRMomentum(torch.optim.Optimizer):
 
     Defaults: ``beta = 0.9``, ``beta3 = 1`` and ``lr_cutoff = 19`` as for :class:`VRAdam`;
     ``weight_decay = 0`` because ``vradam-eq-vrmomentum`` has none; ``lr = 1e-2`` as in the
-    package's first version (the theory fixes no rate).
+    package's first version (the theory fixes no rate); ``nonfinite = "propagate"``.
+
+    As in :class:`VRAdam`, the gate is global, so one NaN gradient entry turns every parameter NaN;
+    ``nonfinite`` says what a step does when a gradient holds a NaN or infinite entry:
+    ``"propagate"`` (default: step anyway; finite gradients are not checked, and the step is bit
+    for bit the one without the option), ``"skip"`` (leave parameters and velocities unchanged,
+    warn with a ``RuntimeWarning`` and count the step in ``skipped_steps``) or ``"raise"`` (raise
+    ``FloatingPointError`` before anything changes). It is optimizer-wide.
 
     Args:
         params: parameters or param groups.
@@ -593,16 +700,20 @@ class VRMomentum(torch.optim.Optimizer):
         maximize: maximise the objective (the velocity averages ``-g``).
         foreach: ``False`` updates one tensor at a time; ``None`` or ``True`` uses foreach kernels.
             Both give the same numbers.
+        nonfinite: ``"propagate"``, ``"skip"`` or ``"raise"`` (see above).
 
     Attributes:
-        last_sq_norm: ``P_t`` of the last step (``nan`` before the first step).
-        last_lr_ratio: ``eta_t / lr`` of the first param group at the last step (1.0 before).
+        last_sq_norm: ``P_t`` of the last step (``nan`` before the first step, and for a skipped one).
+        last_lr_ratio: ``eta_t / lr`` of the first param group at the last step (1.0 before; 0.0
+            for a skipped step).
         last_lr_ratios: the same ratio for every param group (1.0 for a group added since).
+        skipped_steps: steps skipped for non-finite gradients (``nonfinite="skip"``).
     """
 
     last_sq_norm: float
     last_lr_ratio: float
     last_lr_ratios: list[float]
+    skipped_steps: int
 
     def __init__(
         self,
@@ -615,13 +726,16 @@ class VRMomentum(torch.optim.Optimizer):
         *,
         maximize: bool = False,
         foreach: bool | None = None,
+        nonfinite: Literal["propagate", "skip", "raise"] = "propagate",
     ) -> None:
         lr, beta3, lr_cutoff, weight_decay = _check_rates(lr, beta3, lr_cutoff, weight_decay)
         beta = check_range("beta", beta, 0, 1, high_open=True)
         _check_flag("maximize", maximize)
         _check_flag("foreach", foreach, allow_none=True)
+        _check_nonfinite(nonfinite)
         defaults = {"lr": lr, "beta": beta, "beta3": beta3, "lr_cutoff": lr_cutoff,
-                    "weight_decay": weight_decay, "maximize": maximize, "foreach": foreach}
+                    "weight_decay": weight_decay, "maximize": maximize, "foreach": foreach,
+                    "nonfinite": nonfinite}
         super().__init__(params, defaults)
         _reset_record(self)
 
@@ -629,6 +743,7 @@ class VRMomentum(torch.optim.Optimizer):
         """Add a param group (as :meth:`torch.optim.Optimizer.add_param_group`), checking its options."""
         if isinstance(param_group, dict):
             _check_group(param_group, _VRMOMENTUM_GROUP_CHECKS)
+            _same_nonfinite(param_group, self.defaults["nonfinite"])
         super().add_param_group(param_group)
         _note_new_group(self)
 
@@ -640,6 +755,7 @@ class VRMomentum(torch.optim.Optimizer):
         # Options missing from a state dict (or an older pickle) take this optimizer's own defaults.
         self.defaults.setdefault("maximize", False)
         self.defaults.setdefault("foreach", None)
+        self.defaults.setdefault("nonfinite", "propagate")
         own = {k: v for k, v in self.defaults.items() if k != "differentiable"}  # that one is torch's
         for group in self.param_groups:
             for key, value in own.items():
@@ -648,12 +764,17 @@ class VRMomentum(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """One VRMomentum step (``vradam-eq-vrmomentum``)."""
+        """One VRMomentum step (``vradam-eq-vrmomentum``); with ``nonfinite`` ``"skip"`` or
+        ``"raise"``, a gradient with a NaN or infinite entry stops it before anything changes."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
         _reject_sparse("VRMomentum", self.param_groups)
+        mode = _nonfinite_mode(self)
+        if mode != "propagate" and not _grads_finite(self):
+            _refuse_step(self, mode)
+            return loss
         work: list[tuple[dict[str, Any], list[torch.Tensor], list[torch.Tensor]]] = []
         squares: list[torch.Tensor] = []
         for group in self.param_groups:
@@ -678,7 +799,7 @@ class VRMomentum(torch.optim.Optimizer):
             squares += _sq_norms(bufs)
             work.append((group, [_real(p) for p in params], bufs))
         sq_norm = _total(squares)
-        ratios = [gate(sq_norm, group["beta3"], group["lr_cutoff"]) for group in self.param_groups]
+        ratios = [_gate(sq_norm, group["beta3"], group["lr_cutoff"]) for group in self.param_groups]
         ratio_of = {id(group): ratio for group, ratio in zip(self.param_groups, ratios, strict=True)}
         for group, params, bufs in work:
             eta = group["lr"] * ratio_of[id(group)]

@@ -12,13 +12,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.core.validation import check_array, check_int, check_range
 
 if TYPE_CHECKING:
     import altair as alt
@@ -34,8 +35,9 @@ def momentum_matrix(e: float, beta: float = 0.9) -> np.ndarray:
 
     ``v_t = beta v_{t-1} + (1 - beta) h x_{t-1}`` and ``x_t = x_{t-1} - eta v_t`` give
     ``A(e) = [[1 - e (1 - beta), -e beta], [1 - beta, beta]]``: determinant ``beta``, trace
-    ``1 + beta - e (1 - beta)``.
+    ``1 + beta - e (1 - beta)``. ``e`` is in ``[0, inf)`` and ``beta`` in ``[0, 1)``.
     """
+    e = check_range("e", e, 0)
     beta = check_range("beta", beta, 0, 1, high_open=True)
     return np.array([[1.0 - e * (1.0 - beta), -e * beta], [1.0 - beta, beta]])
 
@@ -52,8 +54,10 @@ def edge_velocity(r: float | np.ndarray, beta3: float) -> np.ndarray:
     (0 for ``r <= 1``, where the origin is stable).
 
     On the symmetric two-step orbit (``1 < r <= 2``) it is ``|v_t|`` at every step; on any period-2
-    orbit it is the RMS velocity exactly (see :func:`two_cycle`).
+    orbit it is the RMS velocity exactly (see :func:`two_cycle`). ``r`` (a number or an array) must
+    be finite, ``beta3`` in ``(0, inf)``.
     """
+    check_array("r", r)
     beta3 = check_range("beta3", beta3, 0, low_open=True)
     return np.sqrt(np.maximum(np.asarray(r, dtype=float) - 1.0, 0.0) / beta3)
 
@@ -68,8 +72,10 @@ def two_cycle(r: float | np.ndarray, *, beta: float = 0.9,
     ``q = (r - 1) + sqrt((r - 1)^2 - 1)``; on it the mean of ``v_t^2`` is still ``(r - 1) / beta3``.
     The point returned is the state right after a step with velocity ``v_t > 0``. The cap
     ``alpha1`` is assumed inactive (``beta3 v^2 <= alpha1`` on the orbit, true for ``r <= 10``
-    when ``alpha1 = 19``).
+    when ``alpha1 = 19``). ``r`` is a finite number or array, ``beta`` in ``[0, 1)`` and ``beta3``
+    in ``(0, inf)``.
     """
+    check_array("r", r)
     r = np.asarray(r, dtype=float)
     if np.any(r <= 1):
         raise ValueError(f"r must be > 1 (a two-step orbit exists only past the edge), got {r}")
@@ -100,15 +106,24 @@ def vr_momentum_quadratic(
     ``alpha0``. ``x0`` and ``v0`` (the velocity buffer before the first step) are scalars or one value
     per run. A run whose ``|x|`` exceeds ``blowup`` is marked diverged and its later entries are NaN.
 
+    ``r``, ``x0`` and ``v0`` must be finite; ``beta`` is in ``[0, 1)``, ``beta3`` and ``lr_cutoff``
+    in ``[0, inf)``, ``h`` in ``(0, inf)``, ``steps`` at least 1 and ``blowup`` in ``(0, inf]``
+    (``inf`` never stops a run).
+
     Returns:
         ``x``, ``v`` and ``ratio`` (``eta_t h / B``), each of shape ``(steps, len(r))``, and
         ``diverged`` (bool, ``len(r)``).
     """
+    check_array("r", r, ndim=(0, 1))
+    check_array("x0", x0)
+    check_array("v0", v0)
     r = np.atleast_1d(np.asarray(r, dtype=float))
+    check_range("beta", beta, 0, 1, high_open=True)
     check_range("beta3", beta3, 0)
     check_range("lr_cutoff", lr_cutoff, 0)
     check_range("h", h, 0, low_open=True)
     steps = check_int("steps", steps, 1)
+    check_range("blowup", blowup, 0, math.inf, low_open=True, high_open=False)
     big_b = stability_limit(beta)
     alpha0 = r * big_b / h
     x = np.broadcast_to(np.asarray(x0, dtype=float), r.shape).copy()
@@ -140,8 +155,12 @@ def switching_radius(c: float, *, beta: float = 0.9, lr_cutoff: float = 19.0,
     ``max sqrt(rho(A(e2) A(e1)))`` over gates ``e1, e2`` on a grid of
     ``[c B / (1 + lr_cutoff), c B]``: a value above 1 means that *some* gate sequence inside the
     allowed band grows without bound even though ``alpha0 h = c B < B``.
+
+    ``c`` is in ``(0, inf)``, ``beta`` in ``[0, 1)``, ``lr_cutoff`` in ``[0, inf]`` (``inf``: the
+    band reaches down to ``e = 0``) and ``grid`` at least 2.
     """
     c = check_range("c", c, 0, low_open=True)
+    lr_cutoff = check_range("lr_cutoff", lr_cutoff, 0, math.inf, high_open=False)
     big_b = stability_limit(beta)
     es = np.linspace(1.0 / (1.0 + lr_cutoff), 1.0, check_int("grid", grid, 2)) * c * big_b
     mats = np.stack([momentum_matrix(e, beta) for e in es])
@@ -155,8 +174,14 @@ def quadratic_explorer_chart(r: float = 2.5, beta3: float = 1.0, lr_cutoff: floa
 
     A pure function of its arguments (the ipywidgets explorer wraps it). ``x_t`` is clipped to twice
     the largest ``|x_t|`` of VR-momentum, so its orbit is drawn whole and plain momentum that
-    diverges is drawn until it leaves the plot.
+    diverges is drawn until it leaves the plot. ``r`` is in ``(0, inf)``, ``beta3`` and
+    ``lr_cutoff`` in ``[0, inf)``, ``steps`` at least 1 (as for :func:`vr_momentum_quadratic`).
     """
+    r = check_range("r", r, 0, low_open=True)
+    check_range("beta3", beta3, 0)
+    check_range("lr_cutoff", lr_cutoff, 0)
+    check_int("steps", steps, 1)
+
     import altair as alt
 
     from iclr_lab.core.charts import palette, reference_line

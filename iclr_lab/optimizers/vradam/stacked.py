@@ -37,7 +37,8 @@ import torch
 from torch import nn
 
 from iclr_lab.core.nn import batch_indices
-from iclr_lab.optimizers.vradam.optimizer import _total, gate
+from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.optimizers.vradam.optimizer import _gate, _total
 
 if TYPE_CHECKING:
     from iclr_lab.core.datasets import Split
@@ -71,6 +72,18 @@ def _padded(rows: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
     return view, [view[i] for i in range(rows.shape[0])]
 
 
+def _check_common(steps: int, lr_cutoff: float, batch_size: int) -> None:
+    check_int("steps", steps, 1)
+    check_range("lr_cutoff", lr_cutoff, 0, math.inf, high_open=False)
+    check_int("batch_size", batch_size, 1)
+
+
+def _check_spec(i: int, rate: float, rate_name: str, beta3: float, seed: int) -> None:
+    check_range(f"specs[{i}].{rate_name}", rate, 0)
+    check_range(f"specs[{i}].beta3", beta3, 0)
+    check_int(f"specs[{i}].seed", seed, 0, 2**32 - 1)
+
+
 def _grad(p: torch.Tensor) -> torch.Tensor:
     assert p.grad is not None
     return p.grad
@@ -80,9 +93,19 @@ def train_many(specs: Sequence[Spec], *, steps: int, data: Split, eval_every: in
                weight_decay: float, lr_cutoff: float,
                batch_size: int = 64) -> list[tuple[pd.DataFrame, np.ndarray]]:
     """``train_digits(method, lr, seed, steps=..., beta3=..., data=..., eval_every=...)`` for every
-    spec, trained together; returns ``(log, ratios)`` per spec, as ``train_digits`` does."""
+    spec, trained together; returns ``(log, ratios)`` per spec, as ``train_digits`` does.
+
+    ``steps``, ``eval_every`` and ``batch_size`` are at least 1, ``weight_decay`` is in
+    ``[0, inf)`` and ``lr_cutoff`` in ``[0, inf]``, as for
+    :class:`~iclr_lab.optimizers.vradam.optimizer.VRAdam`; so is every spec's ``lr`` and ``beta3``.
+    """
     from iclr_lab.core.nn import mlp
 
+    _check_common(steps, lr_cutoff, batch_size)
+    check_int("eval_every", eval_every, 1)
+    check_range("weight_decay", weight_decay, 0)
+    for i, spec in enumerate(specs):
+        _check_spec(i, spec.lr, "lr", spec.beta3, spec.seed)
     if not specs:
         return []
     b = len(specs)
@@ -152,7 +175,7 @@ def train_many(specs: Sequence[Spec], *, steps: int, data: Split, eval_every: in
             for i in vr_rows:
                 squares = [torch.dot(m[i].view(-1), m[i].view(-1)) for m in exp_avg]
                 squares.append(torch.dot(ea_rows[i], ea_rows[i]))
-                ratio[i] = gate(_total(squares), specs[i].beta3, lr_cutoff)
+                ratio[i] = _gate(_total(squares), specs[i].beta3, lr_cutoff)
             lrs = [s.lr * r if s.vradam else s.lr for s, r in zip(specs, ratio, strict=True)]
             n = float(step)
             step_size = [(lr / (1 - beta1 ** n)) * -1 for lr in lrs]
@@ -223,9 +246,19 @@ def rate_many(specs: Sequence[RateSpec], *, steps: int, data: Split, penalty: fl
               lr_cutoff: float, every: int = 10,
               batch_size: int = 64) -> list[dict[str, np.ndarray]]:
     """``experiments.rate_run`` for every spec (``"VRAdam"`` when ``vradam``, else ``"AdamW"``),
-    trained together; returns what ``rate_run`` returns, per spec, bit for bit."""
+    trained together; returns what ``rate_run`` returns, per spec, bit for bit.
+
+    ``steps``, ``every`` and ``batch_size`` are at least 1, ``penalty`` (the weight of the
+    non-convex term) is in ``[0, inf)`` and ``lr_cutoff`` in ``[0, inf]``; every spec's ``alpha0``
+    and ``beta3`` are in ``[0, inf)``.
+    """
     from iclr_lab.optimizers.vradam.experiments import _loss_grad as loss_grad
 
+    _check_common(steps, lr_cutoff, batch_size)
+    check_int("every", every, 1)
+    check_range("penalty", penalty, 0)
+    for i, spec in enumerate(specs):
+        _check_spec(i, spec.alpha0, "alpha0", spec.beta3, spec.seed)
     if not specs:
         return []
     r = len(specs)
@@ -273,7 +306,7 @@ def rate_many(specs: Sequence[RateSpec], *, steps: int, data: Split, penalty: fl
         norm = [math.nan] * r
         for i in vr_rows:
             norm[i] = _total([torch.dot(m_w[i].view(-1), m_w[i].view(-1)), torch.dot(m_b[i], m_b[i])])
-            ratio[i] = gate(norm[i], specs[i].beta3, lr_cutoff)
+            ratio[i] = _gate(norm[i], specs[i].beta3, lr_cutoff)
         scale = 1.0 / math.sqrt(t - 1 + 1)  # LambdaLR: base lr * lambda(last_epoch)
         lrs = [s.alpha0 * scale * q if s.vradam else s.alpha0 * scale
                for s, q in zip(specs, ratio, strict=True)]
