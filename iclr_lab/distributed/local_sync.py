@@ -28,17 +28,35 @@ __all__ = ["LocalSync", "check_comm", "check_period", "due"]
 
 
 def check_period(name: str, value: Any) -> float:
-    """A sync period: an integer >= 1, or ``math.inf`` (never); otherwise an error naming ``name``."""
+    """A sync period: an integer >= 1, or ``math.inf`` (never); otherwise an error naming ``name``
+    and the accepted range, ``[1, inf]`` (the integers and ``math.inf``)."""
     if isinstance(value, float) and value == math.inf:
         return math.inf
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer >= 1 or math.inf (never), "
+        raise TypeError(f"{name} must be an integer in [1, inf] (math.inf: never), "
                         f"got {type(value).__name__} {value!r}")
     return check_int(name, value, 1)
 
 
 def due(step: int, period: float) -> bool:
-    """Whether a state with sync period ``period`` is averaged after local step ``step``."""
+    """Whether a state with sync period ``period`` is averaged after local step ``step``.
+
+    Args:
+        step: a local step count, an integer >= 0 (step 0: before any step, when every finite
+            period is due).
+        period: an integer >= 1, or ``math.inf`` (never due).
+
+    Raises:
+        TypeError: ``step`` is not an integer, or ``period`` neither an integer nor ``math.inf``.
+        ValueError: ``step`` < 0 or ``period`` < 1.
+    """
+    step = check_int("step", step, 0)
+    return _due(step, check_period("period", period))
+
+
+def _due(step: int, period: float) -> bool:
+    """:func:`due` without the checks, for the optimizers' own step loop: their periods are
+    checked when a param group is added, and their step count is theirs."""
     return period != math.inf and step % int(period) == 0
 
 
