@@ -27,6 +27,8 @@ from iclr_lab.distributed.desloc import (
     units_per_step,
 )
 from iclr_lab.distributed.desloc import training as tr
+from iclr_lab.distributed.desloc.stacked import train_stacked
+from iclr_lab.distributed.local_sync import due
 
 torch.set_num_threads(1)
 INF = math.inf
@@ -471,3 +473,38 @@ def test_stacked_rosenbrock_equals_the_threaded_workers(periods, reset):
     assert stacked.shape == threaded.shape == (11, 3, 2)
     np.testing.assert_allclose(stacked, threaded, rtol=0, atol=1e-10)
     assert np.abs(stacked[-1] - stacked[0]).max() > 0.01  # it moved
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda: Method("m", (0, 3, 6)), "Kx"),
+    (lambda: Method("m", (4, 12, 24), ddp=1), "ddp"),
+    (lambda: DigitsSetup(betas=(0.9, 1.0)), "betas"),
+    (lambda: tr.RosenbrockSetup(record_every=0), "record_every"),
+    (lambda: tr.RosenbrockSetup(noise=-1.0), "noise"),
+    (lambda: tr.RosenbrockSetup(lr=math.nan), "lr"),
+    (lambda: tr.sweep_methods(0), "kx"),
+    (lambda: tr.sweep_methods(1.5), "kx"),
+    (lambda: budget_chart(kx=math.nan), "kx"),
+    (lambda: budget_chart(kx="16"), "kx"),
+    (lambda: tr.drift_run(DigitsSetup(steps=8, warmup=1), 0, (0, 2)), r"windows\[0\]"),
+    (lambda: tr.drift_run(DigitsSetup(steps=8, warmup=1), None, (1,)), "seed"),
+    (lambda: train_stacked(Method("m", (4, 12, 24)), DigitsSetup(steps=8, warmup=1), (0, 2**32), 1),
+     r"seeds\[1\]"),
+    (lambda: train_stacked(Method("m", (4, 12, 24)), DigitsSetup(steps=8, warmup=1), (-1,), 1),
+     r"seeds\[0\]"),
+    (lambda: train_worker("gloo", Method("m", (4, 12, 24)), DigitsSetup(steps=8, warmup=1), 0),
+     "comm"),
+    (lambda: launch("gloo", scale="smoke"), "comm"),
+    (lambda: due(0, 0), "period"),
+    (lambda: due(1.5, 2), "step"),
+    (lambda: DESLOC([torch.zeros(2)]).synchronise(-1), "step"),
+])
+def test_bad_arguments_are_refused_at_entry_and_name_the_parameter(call, match):
+    """Issue 24: these took an alias's name, a deep error, or nothing at all."""
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+def test_budget_chart_rounds_the_slider_s_float_period():
+    """The explorer's log slider sends floats: ``kx`` is documented as rounded, not refused."""
+    assert budget_chart(kx=15.6).to_dict() == budget_chart(kx=16).to_dict()

@@ -34,7 +34,7 @@ from iclr_lab.core.collective import Collective, CommCounts, comm_seconds
 from iclr_lab.core.progress import progress
 from iclr_lab.core.report import Claim, Report, timed
 from iclr_lab.core.scales import pick, seed_everything
-from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.core.validation import check_choice, check_range, check_seed
 from iclr_lab.core.worker_data import RosenbrockToy
 from iclr_lab.distributed.desloc.optimizer import communication_cost, half_life, units_per_step
 from iclr_lab.distributed.desloc.stacked import rosenbrock_stacked, train_stacked
@@ -172,11 +172,27 @@ def launch(comm: Collective, scale: str = "book", seed: int = 0, split: str = "i
     (:func:`tuned_rates`) the tables are those of :func:`reproduce` for that seed and split
     (``curves``: one row per method and evaluation; ``final``: one row per method), so a real run
     and the simulator can be compared number for number.
-    """
-    from iclr_lab.core.validation import check_choice
 
+    Raises:
+        TypeError, ValueError: ``comm`` is not a collective, ``scale`` not a scale, ``seed`` not an
+            integer in [0, 2**32 - 1], ``split`` not ``"iid"`` or ``"sorted"``, or ``rates`` naming a
+            method that is not one of :data:`~iclr_lab.distributed.desloc.training.METHODS` or a
+            rate outside (0, inf).
+    """
+    if not isinstance(comm, Collective):
+        raise TypeError(f"comm must be an iclr_lab.core.collective.Collective, "
+                        f"got {type(comm).__name__}")
+    seed = check_seed(seed)
+    check_choice("split", split, SPLITS)
+    if rates is not None:
+        if not isinstance(rates, dict):
+            raise TypeError(f"rates must be a dict of method name -> rate, got {type(rates).__name__}")
+        for name, rate in rates.items():
+            if name not in METHODS:
+                raise ValueError(f"rates must map names of METHODS to rates, got the key {name!r}")
+            check_range(f"rates[{name!r}]", rate, 0, INF, low_open=True, high_open=True)
     size = _sizes(scale)
-    setup = replace(size.setup, split=check_choice("split", split, SPLITS))
+    setup = replace(size.setup, split=split)
     logs = [train_worker(comm, m, setup, seed).assign(seed=seed)
             for m in _tuned_methods(size.kx, rates)]
     if comm.rank != 0:
@@ -240,7 +256,12 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
     Claims, one per split: DES-LOC matching Local Adam, equal bytes but a lower loss than Local Adam
     at ``2 Kx``, the failure of the two heuristics, and ``Kv`` mattering less than ``Kx``; and the
     byte count (``desloc-eq-cost``).
+
+    Raises:
+        TypeError, ValueError: ``scale`` is not a scale, or ``seed`` not an integer in
+            [0, 2**32 - 1].
     """
+    seed = check_seed(seed)
     size = _sizes(scale)
     rng = seed_everything(seed)
     del rng  # every random source below is derived from the seeds themselves
@@ -652,19 +673,27 @@ def _drift_chart(drift: pd.DataFrame) -> alt.TopLevelMixin:
         width=440, height=260, title="Drift of the moments over K local steps")
 
 
-def budget_chart(kx: int = 16, ku_ratio: float = 3.0, kv_ratio: float = 6.0, beta1: float = 0.9,
+def budget_chart(kx: float = 16, ku_ratio: float = 3.0, kv_ratio: float = 6.0, beta1: float = 0.9,
                  beta2: float = 0.999) -> alt.TopLevelMixin:
     """What a choice of periods costs and what it buys (the chapter's explorer).
 
     Left: model-sized all-reduces per 1,000 steps (``desloc-eq-cost``) for DDP, Local Adam at
     ``Kx`` and DES-LOC at ``(Kx, ku_ratio * Kx, kv_ratio * Kx)`` (periods rounded to integers).
     Right: each state's half-life (``desloc-eq-halflife``) against its period.
+
+    Args:
+        kx: the parameter period, a number in [1, inf), rounded to the nearest integer (the
+            explorer's log slider sends floats).
+        ku_ratio: ``Ku / Kx``, in (0, inf); ``Ku`` is rounded and at least 1.
+        kv_ratio: ``Kv / Kx``, in (0, inf); ``Kv`` is rounded and at least 1.
+        beta1: Adam's ``beta1``, in [0, 1).
+        beta2: Adam's ``beta2``, in [0, 1).
     """
     import altair as alt
 
     from iclr_lab.core.charts import palette
 
-    kx = check_int("kx", round(kx), 1)
+    kx = round(check_range("kx", kx, 1, INF))
     ku = max(1, round(check_range("ku_ratio", ku_ratio, 0, INF, low_open=True, high_open=True) * kx))
     kv = max(1, round(check_range("kv_ratio", kv_ratio, 0, INF, low_open=True, high_open=True) * kx))
     b1 = check_range("beta1", beta1, 0, 1, high_open=True)

@@ -31,7 +31,7 @@ import torch
 
 from iclr_lab.core.collective import Collective, CommCounts
 from iclr_lab.core.validation import check_int, check_range
-from iclr_lab.distributed.local_sync import LocalSync, check_period, due
+from iclr_lab.distributed.local_sync import LocalSync, _due, check_period
 
 __all__ = ["DESLOC", "communication_cost", "half_life", "sync_events", "units_per_step"]
 
@@ -253,7 +253,7 @@ class DESLOC(LocalSync, torch.optim.Adam):
         _adam_step(self)
         self.local_steps += 1
         t = self.local_steps
-        if any(due(t, k) for group in self.param_groups for k in group["sync_periods"]):
+        if any(_due(t, k) for group in self.param_groups for k in group["sync_periods"]):
             self.synchronise(t)
         return loss
 
@@ -262,20 +262,22 @@ class DESLOC(LocalSync, torch.optim.Adam):
         """Average (or reset) what is due at local step ``step`` and return what was synchronised
         ("parameters", "first_moment", "second_moment", "reset").
 
-        :meth:`step` calls this; call it yourself only to run the schedule by hand.
+        :meth:`step` calls this; call it yourself only to run the schedule by hand (``step``: an
+        integer >= 0).
         """
+        step = check_int("step", step, 0)
         done: list[str] = []
         for group in self.param_groups:
             kx, ku, kv = group["sync_periods"]
             params = list(group["params"])
-            if due(step, kx):
+            if _due(step, kx):
                 self._average(params, "parameters")
                 done.append("parameters")
                 if group["reset_states"]:
                     self._reset(params)
                     done.append("reset")
             for key, period in (("exp_avg", ku), ("exp_avg_sq", kv), ("max_exp_avg_sq", kv)):
-                if not due(step, period):
+                if not _due(step, period):
                     continue
                 tensors = [self.state[p][key] for p in params if key in self.state.get(p, {})]
                 if tensors:
@@ -305,7 +307,7 @@ def units_per_step(sync_periods: Sequence[float]) -> float:
     """Model-sized all-reduces per step, ``1/Kx + 1/Ku + 1/Kv`` (``desloc-eq-cost``).
 
     DDP (a gradient every step) costs 1; Local Adam at period ``K`` costs ``3/K``; a period of
-    ``math.inf`` costs nothing.
+    ``math.inf`` costs nothing. Each period is an integer >= 1 or ``math.inf``.
     """
     return sum(0.0 if k == math.inf else 1.0 / k for k in check_periods(sync_periods))
 
@@ -336,16 +338,17 @@ def communication_cost(sync_periods: Sequence[float], steps: int, model_bytes: i
 
 
 def sync_events(sync_periods: Sequence[float], steps: int) -> list[tuple[int, str]]:
-    """``(step, kind)`` for every average a run of ``steps`` steps performs, in order."""
+    """``(step, kind)`` for every average a run of ``steps`` steps performs, in order.
+    ``sync_periods``: ``(Kx, Ku, Kv)``, integers >= 1 or ``math.inf``; ``steps``: an integer >= 0."""
     kx, ku, kv = check_periods(sync_periods)
     steps = check_int("steps", steps, 0)
     return [(t, kind) for t in range(1, steps + 1)
             for kind, k in (("parameters", kx), ("first_moment", ku), ("second_moment", kv))
-            if due(t, k)]
+            if _due(t, k)]
 
 
 def half_life(beta: float) -> float:
     """Steps for an exponential moving average to forget half of its past:
-    ``ln 0.5 / ln beta`` (``desloc-eq-halflife``); 0 for ``beta = 0``."""
+    ``ln 0.5 / ln beta`` (``desloc-eq-halflife``); 0 for ``beta = 0``. ``beta`` is in [0, 1)."""
     beta = check_range("beta", beta, 0, 1, high_open=True)
     return 0.0 if beta == 0 else math.log(0.5) / math.log(beta)

@@ -44,7 +44,7 @@ import torch
 
 from iclr_lab.core.collective import TENSOR_KINDS, Collective
 from iclr_lab.core.nn import FlatMLP
-from iclr_lab.core.validation import check_choice, check_int
+from iclr_lab.core.validation import check_choice, check_int, check_seed
 from iclr_lab.core.worker_data import RosenbrockToy, worker_seed
 from iclr_lab.distributed.desloc.optimizer import DESLOC
 from iclr_lab.distributed.desloc.training import (
@@ -69,7 +69,7 @@ class StackedCollective(Collective):
     :func:`~iclr_lab.core.collective.run_simulated`'s hub.
     :meth:`~iclr_lab.core.collective.Collective.counts` is what *one* worker sends: one round per
     call, and one row's bytes of each tensor. The collective plays every rank at once; its
-    ``rank`` is 0.
+    ``rank`` is 0. ``world_size`` and ``runs`` are integers >= 1.
     """
 
     def __init__(self, world_size: int, runs: int = 1) -> None:
@@ -211,9 +211,16 @@ def train_stacked(method: Method, setup: DigitsSetup, seeds: Sequence[int],
     """:func:`~iclr_lab.distributed.desloc.training.train_worker` for every worker of every seed
     at once: the table of rank 0 of each seed, ``[seed_0's, seed_1's, ...]``, equal bit for bit
     to ``run_simulated(partial(train_worker, method=method, setup=setup, seed=s), workers)[0]``.
+
+    Raises:
+        TypeError, ValueError: ``method`` or ``setup`` of the wrong type, ``setup.steps`` not a
+            multiple of ``Kx``, ``seeds`` empty or holding a value that is not an integer in
+            [0, 2**32 - 1], or ``workers`` not an integer >= 1.
     """
     _check_method(method, setup)
-    seeds = tuple(check_int("seed", s, 0) for s in seeds)
+    if isinstance(seeds, str) or not isinstance(seeds, Sequence):
+        raise TypeError(f"seeds must be a sequence of integers, got {type(seeds).__name__}")
+    seeds = tuple(check_seed(s, f"seeds[{i}]") for i, s in enumerate(seeds))
     workers = check_int("workers", workers, 1)
     if not seeds:
         raise ValueError("seeds must not be empty")
@@ -278,7 +285,16 @@ def rosenbrock_stacked(method: Method, setup: RosenbrockSetup, seed: int) -> tor
     each worker draws its noise from its own generator, as the threaded run does. Returns the points
     every ``record_every`` steps, shape ``(records, workers, 2)``: the threaded runs stacked
     (equal to rounding; a test checks it).
+
+    Raises:
+        TypeError, ValueError: ``method`` or ``setup`` of the wrong type, a DDP ``method``, or
+            ``seed`` not an integer in [0, 2**32 - 1].
     """
+    if not isinstance(method, Method):
+        raise TypeError(f"method must be a desloc Method, got {type(method).__name__}")
+    if not isinstance(setup, RosenbrockSetup):
+        raise TypeError(f"setup must be a RosenbrockSetup, got {type(setup).__name__}")
+    seed = check_seed(seed)
     if method.ddp:
         raise ValueError("rosenbrock_stacked runs local methods only (ddp=False)")
     toy = RosenbrockToy(noise=setup.noise)

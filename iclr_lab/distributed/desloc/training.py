@@ -24,9 +24,9 @@ import torch
 
 from iclr_lab.core.collective import Collective
 from iclr_lab.core.nn import FlatMLP, warmup_cosine
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_choice, check_int, check_range, check_seed
 from iclr_lab.core.worker_data import RosenbrockToy, WorkerShards, digit_shards, worker_seed
-from iclr_lab.distributed.desloc.optimizer import DESLOC
+from iclr_lab.distributed.desloc.optimizer import DESLOC, _check_betas, _check_flag, check_periods
 
 __all__ = [
     "DDP",
@@ -61,15 +61,19 @@ class Method:
     """One distributed training method, as settings of the shared training function.
 
     Attributes:
-        name: the label in tables and charts.
+        name: the label in tables and charts (a string).
         sync_periods: ``(Kx, Ku, Kv)`` of
-            :class:`~iclr_lab.distributed.desloc.optimizer.DESLOC` (``math.inf``: never).
+            :class:`~iclr_lab.distributed.desloc.optimizer.DESLOC`, each an integer >= 1 or
+            ``math.inf`` (never).
         optimizer: ``"adam"`` (DES-LOC) or ``"sgd"`` (plain SGD, parameters averaged on ``Kx``:
             Local SGD).
         reset_states: the reset heuristic (DES-LOC's ``reset_states``).
         ddp: average the gradients at every step (DDP; the replicas stay identical).
-        lr: this method's peak learning rate (``None``: the setup's ``lr`` for Adam methods,
-            ``sgd_lr`` for Local SGD); ``reproduce`` sets the rate that tuning chose.
+        lr: this method's peak learning rate, in (0, inf) (``None``: the setup's ``lr`` for Adam
+            methods, ``sgd_lr`` for Local SGD); ``reproduce`` sets the rate that tuning chose.
+
+    Raises:
+        TypeError, ValueError: a field outside the range above, naming the field.
     """
 
     name: str
@@ -80,7 +84,12 @@ class Method:
     lr: float | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a string, got {type(self.name).__name__}")
+        check_periods(self.sync_periods)
         check_choice("optimizer", self.optimizer, ("adam", "sgd"))
+        _check_flag("reset_states", self.reset_states)
+        _check_flag("ddp", self.ddp)
         if self.lr is not None:
             check_range("lr", self.lr, 0, INF, low_open=True, high_open=True)
 
@@ -109,8 +118,8 @@ SWEEP = (1, 2, 4)
 
 
 def main_methods(kx: int) -> list[Method]:
-    """Experiment A's methods at base period ``kx``: DES-LOC ``(kx, 3 kx, 6 kx)`` and its
-    baselines, each through :func:`train_worker`."""
+    """Experiment A's methods at base period ``kx`` (an integer >= 1): DES-LOC ``(kx, 3 kx, 6 kx)``
+    and its baselines, each through :func:`train_worker`."""
     kx = check_int("kx", kx, 1)
     return [
         Method(DESLOC_NAME, (kx, 3 * kx, 6 * kx)),
@@ -126,7 +135,8 @@ def main_methods(kx: int) -> list[Method]:
 def sweep_methods(kx: int) -> list[tuple[str, int, Method]]:
     """DES-LOC with ``Kx`` multiplied by 2 and 4 (``Ku``, ``Kv`` fixed), and with ``Kv`` multiplied
     by 2 and 4 (``Kx``, ``Ku`` fixed): ``(swept, multiplier, method)``. Multiplier 1 is the base
-    DES-LOC run, shared by both sweeps."""
+    DES-LOC run, shared by both sweeps. ``kx``: an integer >= 1."""
+    kx = check_int("kx", kx, 1)
     ku, kv = 3 * kx, 6 * kx
     out = []
     for m in SWEEP[1:]:
@@ -148,20 +158,25 @@ class DigitsSetup:
     """Everything about a digits run except the method and the seed.
 
     Attributes:
-        steps: local steps ``T``; a multiple of every finite parameter period, so that the model is
-            averaged at the end.
-        batch_size: local minibatch per worker and step.
-        lr: Adam's peak learning rate (every Adam method); ``sgd_lr`` is Local SGD's.
-        betas: Adam's ``(beta1, beta2)``.
-        clip: per-coordinate gradient clipping radius ``rho``.
-        warmup: linear warm-up steps, then cosine decay to zero at ``steps``.
-        hidden: width of the MLP's hidden layer.
+        steps: local steps ``T`` (>= 1); a multiple of every finite parameter period, so that the
+            model is averaged at the end.
+        batch_size: local minibatch per worker and step (>= 1).
+        lr: Adam's peak learning rate (every Adam method), in (0, inf); ``sgd_lr`` (the same
+            range) is Local SGD's.
+        betas: Adam's ``(beta1, beta2)``, each in [0, 1).
+        clip: per-coordinate gradient clipping radius ``rho``, in (0, inf] (``inf``: off).
+        warmup: linear warm-up steps, in [0, steps - 1], then cosine decay to zero at ``steps``.
+        hidden: width of the MLP's hidden layer (>= 1).
         split: how the training set is divided (``"sorted"``: by label; ``"iid"``).
         standardize: standardise the pixels (:func:`~iclr_lab.core.worker_data.digit_shards`).
             On raw pixels some coordinates of a label-sorted worker's gradient are exactly zero,
             and DES-LOC with ``Ku < Kv`` then divides an averaged first moment by a second moment
             that is zero on this worker (the chapter shows the blow-up).
-        eval_every: evaluate every this many steps, at steps where the parameters are averaged.
+        eval_every: evaluate every this many steps (>= 1), at steps where the parameters are
+            averaged.
+
+    Raises:
+        TypeError, ValueError: a field outside the range above, naming the field.
     """
 
     steps: int = 384
@@ -181,10 +196,12 @@ class DigitsSetup:
         check_int("batch_size", self.batch_size, 1)
         check_range("lr", self.lr, 0, INF, low_open=True, high_open=True)
         check_range("sgd_lr", self.sgd_lr, 0, INF, low_open=True, high_open=True)
+        _check_betas(self.betas)
         check_range("clip", self.clip, 0, INF, low_open=True, high_open=False)
         check_int("warmup", self.warmup, 0, self.steps - 1)
         check_int("hidden", self.hidden, 1)
         check_choice("split", self.split, ("sorted", "iid"))
+        _check_flag("standardize", self.standardize)
         check_int("eval_every", self.eval_every, 1)
 
     def rate(self, t: int, peak: float) -> float:
@@ -198,6 +215,10 @@ def _shards(n_workers: int, split: str, seed: int, standardize: bool) -> WorkerS
 
 
 def _check_method(method: Method, setup: DigitsSetup) -> None:
+    if not isinstance(method, Method):
+        raise TypeError(f"method must be a desloc Method, got {type(method).__name__}")
+    if not isinstance(setup, DigitsSetup):
+        raise TypeError(f"setup must be a desloc DigitsSetup, got {type(setup).__name__}")
     kx = method.kx
     if kx != INF and setup.steps % int(kx) != 0:
         raise ValueError(f"steps ({setup.steps}) must be a multiple of Kx ({kx}), so that the "
@@ -219,8 +240,15 @@ def train_worker(comm: Collective, method: Method, setup: DigitsSetup, seed: int
         columns ``method``, ``step``, ``loss`` (cross-entropy on the whole training set),
         ``test_acc``, and the communication of this worker since the run started
         (:meth:`~iclr_lab.core.collective.CommCounts.as_row`).
+
+    Raises:
+        TypeError, ValueError: ``comm`` is not a collective, ``method`` or ``setup`` of the wrong
+            type, ``setup.steps`` not a multiple of ``Kx``, or ``seed`` not an integer in
+            [0, 2**32 - 1].
     """
+    _check_comm(comm)
     _check_method(method, setup)
+    seed = check_seed(seed)
     data = _shards(comm.world_size, setup.split, seed, setup.standardize)
     x_np, y_np = data.worker(comm.rank)
     x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
@@ -279,7 +307,19 @@ def train_worker(comm: Collective, method: Method, setup: DigitsSetup, seed: int
 class RosenbrockSetup:
     """The Rosenbrock picture: ``workers`` workers, ``steps`` local steps of Adam at ``lr`` with
     cosine decay, gradient noise ``noise`` (IID over workers), the averaged iterate recorded every
-    ``record_every`` steps."""
+    ``record_every`` steps.
+
+    Attributes:
+        workers: the number of workers (>= 1).
+        steps: local steps (>= 1).
+        lr: Adam's peak learning rate, in (0, inf).
+        noise: the gradient noise's standard deviation, in [0, inf).
+        kx: the parameter period of the chapter's methods (>= 1; ``Ku = 3 kx``, ``Kv = 6 kx``).
+        record_every: record the iterate every this many steps (>= 1).
+
+    Raises:
+        TypeError, ValueError: a field outside the range above, naming the field.
+    """
 
     workers: int = 4
     steps: int = 480
@@ -287,6 +327,21 @@ class RosenbrockSetup:
     noise: float = 1.5
     kx: int = 16
     record_every: int = 4
+
+    def __post_init__(self) -> None:
+        check_int("workers", self.workers, 1)
+        check_int("steps", self.steps, 1)
+        check_range("lr", self.lr, 0, INF, low_open=True, high_open=True)
+        check_range("noise", self.noise, 0, INF, high_open=True)
+        check_int("kx", self.kx, 1)
+        check_int("record_every", self.record_every, 1)
+
+
+def _check_comm(comm: Any) -> Collective:
+    if not isinstance(comm, Collective):
+        raise TypeError(f"comm must be an iclr_lab.core.collective.Collective, "
+                        f"got {type(comm).__name__}")
+    return comm
 
 
 def rosenbrock_worker(comm: Collective, method: Method, setup: RosenbrockSetup,
@@ -296,7 +351,17 @@ def rosenbrock_worker(comm: Collective, method: Method, setup: RosenbrockSetup,
     It runs :class:`~iclr_lab.distributed.desloc.optimizer.DESLOC` with ``method``'s periods on a
     2-d point started at ``(-1.5, 2)`` and returns this worker's point every ``record_every`` steps
     (shape ``(records, 2)``). Averaging the rows over workers gives the averaged iterate.
+
+    Raises:
+        TypeError, ValueError: ``comm``, ``method`` or ``setup`` of the wrong type, or ``seed`` not
+            an integer in [0, 2**32 - 1].
     """
+    _check_comm(comm)
+    if not isinstance(method, Method):
+        raise TypeError(f"method must be a desloc Method, got {type(method).__name__}")
+    if not isinstance(setup, RosenbrockSetup):
+        raise TypeError(f"setup must be a RosenbrockSetup, got {type(setup).__name__}")
+    seed = check_seed(seed)
     toy = RosenbrockToy(noise=setup.noise)
     x = torch.tensor(toy.x0, dtype=torch.float64)
     x.grad = torch.zeros_like(x)
@@ -329,7 +394,17 @@ def drift_run(setup: DigitsSetup, seed: int, windows: Sequence[int]) -> pd.DataF
     ``max_t ||u_{t+K} - u_t||_inf`` and the same for ``v``, next to the bounds
     ``2 rho (1 - beta1^K)`` and ``rho^2 (1 - beta2^K)``, and the state's own size
     ``max_t ||u_t||_inf`` (``scale``), so that the two moments can be compared without their units.
+
+    Raises:
+        TypeError, ValueError: ``setup`` is not a :class:`DigitsSetup`, ``seed`` not an integer in
+            [0, 2**32 - 1], or a window not an integer in [1, setup.steps].
     """
+    if not isinstance(setup, DigitsSetup):
+        raise TypeError(f"setup must be a desloc DigitsSetup, got {type(setup).__name__}")
+    seed = check_seed(seed)
+    if isinstance(windows, str) or not isinstance(windows, Sequence):
+        raise TypeError(f"windows must be a sequence of integers, got {type(windows).__name__}")
+    windows = [check_int(f"windows[{i}]", k, 1, setup.steps) for i, k in enumerate(windows)]
     data = _shards(1, "iid", seed, setup.standardize)
     x, y = torch.from_numpy(data.split.x_train), torch.from_numpy(data.split.y_train)
     onehot = torch.nn.functional.one_hot(y, data.split.n_classes).float()
@@ -338,7 +413,6 @@ def drift_run(setup: DigitsSetup, seed: int, windows: Sequence[int]) -> pd.DataF
     gen = torch.Generator().manual_seed(worker_seed(seed, 0))
     opt = DESLOC(model.params, lr=setup.lr, betas=setup.betas, sync_periods=(INF, INF, INF),
                  clip=setup.clip, fused=True)
-    windows = [check_int("window", k, 1, setup.steps) for k in windows]
     n = sum(p.numel() for p in model.params)
     us = torch.zeros(setup.steps + 1, n)  # row t: the state after t steps (row 0: zero)
     vs = torch.zeros(setup.steps + 1, n)
@@ -369,4 +443,6 @@ def drift_run(setup: DigitsSetup, seed: int, windows: Sequence[int]) -> pd.DataF
 
 def model_bytes(setup: DigitsSetup) -> int:
     """Bytes of the digits MLP's parameters (float32): the payload of one model-sized all-reduce."""
+    if not isinstance(setup, DigitsSetup):
+        raise TypeError(f"setup must be a desloc DigitsSetup, got {type(setup).__name__}")
     return 4 * (64 * setup.hidden + setup.hidden + setup.hidden * 10 + 10)
