@@ -9,6 +9,7 @@ import torch
 from iclr_lab.core.collective import run_simulated
 from iclr_lab.distributed import fedmuon
 from iclr_lab.distributed.fedmuon import FedMethod, FedSetup
+from iclr_lab.distributed.fedmuon.stacked import lmo_stacked, newton_schulz_stacked, toy_runs, train_stacked
 
 SMALL = FedSetup(clients=4, sampled=2, local_steps=2, rounds=3, batch=8, hidden=8, eval_every=1)
 
@@ -206,3 +207,60 @@ def test_one_client_one_round_fedavg_adam_is_torch_adam():
     with torch.no_grad():
         want = float(_loss(params, x_all, y_all))
     assert got["loss"].iloc[-1] == pytest.approx(want, rel=1e-5)
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "0", None, 2**32])
+def test_every_seeded_entry_refuses_a_bad_seed(seed):
+    """Issue 24, item 4: ``toy_run`` took -1, 1.5, "0" and None (``int(seed)``); every entry that
+    takes a seed now refuses what is not an integer in [0, 2**32 - 1], naming it."""
+    A = fedmuon.toy_matrix(2)
+    for call in (lambda: fedmuon.toy_run("fedmuon", A, rounds=1, seed=seed),
+                 lambda: fedmuon.toy_matrix(2, seed),
+                 lambda: fedmuon.client_shards(SMALL, seed),
+                 lambda: train_stacked([FedMethod("m", "fedmuon", 0.1)], SMALL, seed),
+                 lambda: run_simulated(lambda comm: fedmuon.train_clients(
+                     comm, FedMethod("m", "fedmuon", 0.1), SMALL, seed), 1)):
+        with pytest.raises((ValueError, TypeError), match="seed"):
+            call()
+    with pytest.raises((ValueError, TypeError), match=r"runs\[0\] seed"):
+        toy_runs([("fedmuon", 0.0, seed, None)], A, rounds=1)
+
+
+def test_bad_tensors_and_numbers_name_the_parameter():
+    """Issue 24: empty and non-finite tensors, and every bad number, get an error naming the
+    parameter before any work (they gave LAPACK's error, a NaN or nothing)."""
+    nan = torch.full((3, 4), float("nan"))
+    for call, match in [
+        (lambda: fedmuon.lmo(nan), "G"),
+        (lambda: fedmuon.lmo(torch.empty(0, 4)), "G"),
+        (lambda: fedmuon.lmo(torch.ones(2, 2), eps=0.0), "eps"),
+        (lambda: fedmuon.newton_schulz(torch.empty(0, 4)), "G"),
+        (lambda: fedmuon.newton_schulz(nan), "G"),
+        (lambda: fedmuon.newton_schulz(torch.ones(2, 2), coefficients=(1.0, 2.0)), "coefficients"),
+        (lambda: fedmuon.toy_run("fedmuon", nan), "A"),
+        (lambda: fedmuon.toy_run("fedmuon", torch.ones(2, 2), alpha=0.0), "alpha"),
+        (lambda: toy_runs([("fedmuon", 0.0, 0, None)], torch.ones(2, 2), alpha=0.0), "alpha"),
+        (lambda: toy_runs([("fedmuon", 0.0, 0, None)], torch.ones(2, 2), lr0=-1.0), "lr0"),
+        (lambda: toy_runs([("fedmuon", -1.0, 0, None)], torch.ones(2, 2)), r"runs\[0\] noise"),
+        (lambda: lmo_stacked(torch.ones(2, 2, 2), -1), "ns_steps"),
+        (lambda: lmo_stacked(torch.ones(8), None), "G"),
+        (lambda: newton_schulz_stacked(torch.ones(2, 2)), "G"),
+        (lambda: fedmuon.methods(0.0, 0.1), "lr_lmo"),
+        (lambda: fedmuon.methods(0.1, 0.1, float("nan")), "lr_adam"),
+        (lambda: fedmuon.ns_map_chart(float("nan")), "steps"),
+        (lambda: fedmuon.ns_map(2, coefficients=(1.0, float("inf"), 0.0)), "coefficients"),
+        (lambda: fedmuon.local_lmo_steps([torch.ones(2)], [torch.ones(3)], lambda z, k: z, 1,
+                                         0.5, 0.1), "m"),
+        (lambda: FedMethod("m", "localmuon", 0.1, carry=1), "carry"),
+    ]:
+        with pytest.raises((ValueError, TypeError), match=match):
+            call()
+
+
+def test_the_training_loops_take_a_diverged_iterate_as_it_is():
+    """The public LMO refuses a non-finite input, but a diverging run's iterate is its own: the
+    training loops use the unchecked functions, so a diverged iterate goes on through the
+    Newton-Schulz LMO (the chapter's) as before, and the tuner scores it as diverged."""
+    x, m = [torch.full((2, 2), float("inf"))], [torch.zeros(2, 2)]
+    fedmuon.local_lmo_steps(x, m, lambda z, k: [z[0]], 1, 0.5, 0.1)
+    assert not torch.isfinite(x[0]).all()

@@ -20,8 +20,8 @@ from iclr_lab.core.progress import progress
 from iclr_lab.core.report import Claim, Report, timed
 from iclr_lab.core.scales import pick, seed_everything
 from iclr_lab.core.tuning import Tuned, tune, tuning_seeds
-from iclr_lab.core.validation import check_int
-from iclr_lab.distributed.fedmuon.method import KELLER, toy_matrix
+from iclr_lab.core.validation import check_int, check_range, check_seed
+from iclr_lab.distributed.fedmuon.method import KELLER, _check_coefficients, toy_matrix
 from iclr_lab.distributed.fedmuon.stacked import toy_runs, train_stacked
 from iclr_lab.distributed.fedmuon.training import (
     FedMethod,
@@ -86,7 +86,9 @@ def methods(lr_lmo: float, lr_sgd: float, lr_adam: float = 0.01) -> list[FedMeth
     """The five methods of experiment B: FedMuon, LocalMuon (momentum reset each round and carried
     across rounds) at LMO step ``lr_lmo``, SCAFFOLD with local heavy-ball momentum at ``lr_sgd``
     and FedAvg-Adam (local Adam, moments reset each round) at ``lr_adam``. All LMO methods use
-    ``alpha = 0.5`` and five Newton-Schulz iterations."""
+    ``alpha = 0.5`` and five Newton-Schulz iterations. Each rate is in (0, inf)."""
+    for name, lr in (("lr_lmo", lr_lmo), ("lr_sgd", lr_sgd), ("lr_adam", lr_adam)):
+        check_range(name, lr, 0, low_open=True)
     return [FedMethod(FEDMUON, "fedmuon", lr_lmo), FedMethod(LOCALMUON, "localmuon", lr_lmo),
             FedMethod(CARRY, "localmuon", lr_lmo, carry=True), FedMethod(SCAFFOLD, "scaffold", lr_sgd),
             FedMethod(ADAM, "adam", lr_adam)]
@@ -109,7 +111,16 @@ def launch(comm: Collective, scale: str = "book", seed: int = 0) -> dict[str, pd
     """Experiment B's five methods at the middle of their grids, Dirichlet 0.1, on the workers of
     ``comm``: what ``iclr-lab launch fedmuon`` runs on real ``torch.distributed`` processes. The
     clients are spread over the ranks; the ``final`` table has one row per method with its
-    ``final_loss``."""
+    ``final_loss``.
+
+    Raises:
+        TypeError, ValueError: ``comm`` is not a collective, ``scale`` not a scale, or ``seed`` not
+            an integer in [0, 2**32 - 1].
+    """
+    if not isinstance(comm, Collective):
+        raise TypeError(f"comm must be an iclr_lab.core.collective.Collective, "
+                        f"got {type(comm).__name__}")
+    seed = check_seed(seed)
     size = _sizes(scale)
     lmo, sgd = size.lmo_grid[len(size.lmo_grid) // 2], size.sgd_grid[len(size.sgd_grid) // 2]
     adam = size.adam_grid[len(size.adam_grid) // 2]
@@ -133,8 +144,12 @@ def ns_map(steps: int, coefficients: tuple[float, float, float] = KELLER, points
     """The scalar map ``sigma -> p_T(sigma)`` that ``T`` Newton-Schulz iterations
     (``fedmuon-eq-ns``) apply to each singular value of the Frobenius-normalised input, on
     ``sigma`` in [1e-3, 1], log-spaced (``points`` values) so that the small singular values, where the
-    quintic is steepest, are sampled as finely as the large ones; columns ``sigma``, ``output``, ``T``."""
+    quintic is steepest, are sampled as finely as the large ones; columns ``sigma``, ``output``, ``T``.
+
+    ``steps``: an integer >= 0; ``coefficients``: three finite numbers; ``points``: an integer >= 2.
+    """
     steps = check_int("steps", steps, 0)
+    _check_coefficients(coefficients)
     points = check_int("points", points, 2)
     a, b, c = coefficients
     s = np.geomspace(1e-3, 1.0, points)
@@ -246,7 +261,12 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
     0.1 and 10; each method's step size is tuned by :func:`~iclr_lab.core.tuning.tune` on a
     tuning seed at Dirichlet 0.1, then every method runs at its step on the judging seeds
     ``seed, seed+1, ...`` at both concentrations.
+
+    Raises:
+        TypeError, ValueError: ``scale`` is not a scale, or ``seed`` not an integer in
+            [0, 2**32 - 1].
     """
+    seed = check_seed(seed)
     size = _sizes(scale)
     seed_everything(seed)
     seeds = [seed + i for i in range(size.seeds)]
@@ -506,10 +526,16 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
 
 def ns_map_chart(steps: float = 5, cubic: bool = False) -> alt.TopLevelMixin:
     """The scalar Newton-Schulz map after ``steps`` iterations (``fedmuon-eq-ns``), for Keller's
-    quintic and, when ``cubic`` is true, for the convergent cubic ``(1.5, -0.5, 0)`` beside it."""
+    quintic and, when ``cubic`` is true, for the convergent cubic ``(1.5, -0.5, 0)`` beside it.
+
+    ``steps`` is a number in [0, inf), rounded to the nearest integer (the explorer's slider may
+    send floats); ``cubic`` is True or False.
+    """
     import altair as alt
 
-    n = int(round(steps))
+    n = round(check_range("steps", steps, 0))
+    if not isinstance(cubic, bool):
+        raise TypeError(f"cubic must be True or False, got {type(cubic).__name__}")
     data = [ns_map(n).assign(series="Keller quintic")]
     if cubic:
         data.append(ns_map(n, (1.5, -0.5, 0.0)).assign(series="cubic 1.5x − 0.5x³"))

@@ -8,10 +8,11 @@ matrix toy and the federated MLP of :mod:`~iclr_lab.distributed.fedmuon.training
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
 
 __all__ = ["KELLER", "NORMS", "local_lmo_steps", "lmo", "newton_schulz", "toy_matrix", "toy_run"]
 
@@ -19,6 +20,27 @@ __all__ = ["KELLER", "NORMS", "local_lmo_steps", "lmo", "newton_schulz", "toy_ma
 KELLER: tuple[float, float, float] = (3.4445, -4.7750, 2.0315)
 #: The norms whose unit ball the LMO searches (spectral as in Muon, Frobenius, and sign for l-infinity).
 NORMS: tuple[str, ...] = ("spectral", "frobenius", "sign")
+
+
+def _check_tensor(name: str, value: Any, ndim: int | Sequence[int] | None = None) -> torch.Tensor:
+    """``value`` if it is a non-empty, finite ``torch.Tensor`` (of ``ndim`` dimensions), else an
+    error naming ``name``."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    out: torch.Tensor = check_array(name, value, ndim=ndim)
+    return out
+
+
+def _check_coefficients(coefficients: Any) -> tuple[float, float, float]:
+    """The quintic's ``(a, b, c)``: three finite numbers."""
+    try:
+        triple = tuple(coefficients)
+    except TypeError:
+        raise TypeError(f"coefficients must be a triple (a, b, c), got {coefficients!r}") from None
+    if len(triple) != 3:
+        raise ValueError(f"coefficients must be a triple (a, b, c), got {coefficients!r}")
+    a, b, c = (check_range(f"coefficients[{i}]", v) for i, v in enumerate(triple))
+    return a, b, c
 
 
 def newton_schulz(G: torch.Tensor, steps: int = 5, *, eps: float = 1e-7,
@@ -33,15 +55,25 @@ def newton_schulz(G: torch.Tensor, steps: int = 5, *, eps: float = 1e-7,
     Unlike ``torch.optim.Muon``, which always computes in bfloat16, this computes in the input dtype.
 
     Args:
-        G: a 2-D tensor.
+        G: a 2-D tensor, non-empty and finite.
         steps: number of iterations T (>= 0).
-        eps: added to the Frobenius norm (> 0), so that ``G = 0`` maps to 0.
-        coefficients: the quintic's ``(a, b, c)``.
+        eps: added to the Frobenius norm, in (0, inf), so that ``G = 0`` maps to 0.
+        coefficients: the quintic's ``(a, b, c)``, three finite numbers.
+
+    Raises:
+        TypeError, ValueError: an argument outside the ranges above, naming it.
     """
-    if not isinstance(G, torch.Tensor) or G.ndim != 2:
-        raise ValueError(f"G must be a 2-D tensor, got {getattr(G, 'shape', type(G).__name__)}")
+    G = _check_tensor("G", G, ndim=2)
     steps = check_int("steps", steps, 0)
     eps = check_range("eps", eps, 0, low_open=True)
+    _check_coefficients(coefficients)
+    return _newton_schulz(G, steps, eps, coefficients)
+
+
+def _newton_schulz(G: torch.Tensor, steps: int, eps: float,
+                   coefficients: tuple[float, float, float]) -> torch.Tensor:
+    """:func:`newton_schulz` without the checks, for the training loops: their iterates may
+    legitimately turn non-finite (a diverging step size), which the tuner then scores as such."""
     a, b, c = coefficients
     tall = G.shape[0] > G.shape[1]
     X = G.mT if tall else G
@@ -64,10 +96,29 @@ def lmo(G: torch.Tensor, norm: str = "spectral", ns_steps: int | None = None,
     * ``"sign"``: ``-sign(G)`` (the l-infinity ball).
 
     ``G = 0`` returns 0 (every direction is a minimiser; 0 is the one that keeps a fixed point).
+
+    Args:
+        G: a non-empty, finite tensor; for the spectral norm a vector or a matrix.
+        norm: one of :data:`NORMS`.
+        ns_steps: Newton-Schulz iterations (an integer >= 0), or ``None`` (exact SVD).
+        eps: in (0, inf): the smallest norm divided by, and the relative size below which a
+            singular value is dropped.
+
+    Raises:
+        TypeError, ValueError: an argument outside the ranges above, naming it.
     """
+    G = _check_tensor("G", G)
     check_choice("norm", norm, NORMS)
     if ns_steps is not None:
         ns_steps = check_int("ns_steps", ns_steps, 0)
+    eps = check_range("eps", eps, 0, low_open=True)
+    if norm == "spectral" and G.ndim > 2:
+        raise ValueError(f"G must be a vector or a 2-D tensor, got shape {tuple(G.shape)}")
+    return _lmo(G, norm, ns_steps, eps)
+
+
+def _lmo(G: torch.Tensor, norm: str, ns_steps: int | None, eps: float) -> torch.Tensor:
+    """:func:`lmo` without the checks, for the training loops (see :func:`_newton_schulz`)."""
     if norm == "sign":
         return -torch.sign(G)
     if norm == "frobenius" or G.ndim < 2:
@@ -75,7 +126,7 @@ def lmo(G: torch.Tensor, norm: str = "spectral", ns_steps: int | None = None,
     if G.ndim != 2:
         raise ValueError(f"G must be a vector or a 2-D tensor, got shape {tuple(G.shape)}")
     if ns_steps is not None:
-        return -newton_schulz(G, ns_steps)
+        return -_newton_schulz(G, ns_steps, 1e-7, KELLER)
     U, S, Vh = torch.linalg.svd(G, full_matrices=False)
     # singular values at round-off level carry no direction: drop them, as the exact LMO of a
     # lower-rank matrix would (and so that G = 0 maps to 0)
@@ -96,17 +147,56 @@ def local_lmo_steps(x: list[torch.Tensor], m: list[torch.Tensor], grad_fn: GradF
     gives FedMuon; ``shift=None`` gives LocalMuon. The spectral LMO is used for matrices and the
     Euclidean one for vectors (:func:`lmo`), with ``ns_steps`` Newton-Schulz iterations
     (``None``: exact SVD).
+
+    Args:
+        x: the iterate, a list of tensors (updated in place).
+        m: the momenta, one tensor per entry of ``x`` and of its shape (updated in place).
+        grad_fn: ``grad_fn(x, k)``, the gradients at local step ``k``, one per entry of ``x``.
+        steps: local steps (>= 1).
+        alpha: the momentum's EMA weight, in (0, 1].
+        lr: the step size, in (0, inf).
+        shift: ``None`` or one tensor per entry of ``x``.
+        ns_steps: Newton-Schulz iterations (an integer >= 0), or ``None`` (exact SVD).
+
+    Raises:
+        TypeError, ValueError: an argument outside the ranges above, naming it.
     """
+    _check_tensor_list("x", x)
+    _check_tensor_list("m", m, like=x)
+    if shift is not None:
+        _check_tensor_list("shift", shift, like=x)
+    if not callable(grad_fn):
+        raise TypeError(f"grad_fn must be callable, got {type(grad_fn).__name__}")
     steps = check_int("steps", steps, 1)
     alpha = check_range("alpha", alpha, 0, 1, low_open=True)
     lr = check_range("lr", lr, 0, low_open=True)
+    if ns_steps is not None:
+        ns_steps = check_int("ns_steps", ns_steps, 0)
     for k in range(steps):
         grads = grad_fn(x, k)
         with torch.no_grad():
             for j, (xj, mj, gj) in enumerate(zip(x, m, grads, strict=True)):
                 mj.lerp_(gj, alpha)
                 d = mj if shift is None else mj - shift[j]
-                xj.add_(lmo(d, ns_steps=ns_steps), alpha=lr)
+                xj.add_(_lmo(d, "spectral", ns_steps, 1e-12), alpha=lr)
+
+
+def _check_tensor_list(name: str, value: Any, like: Sequence[torch.Tensor] | None = None) -> None:
+    """A sequence of tensors (shaped as those of ``like``, when given), else an error naming
+    ``name``. The entries' values are not read: an iterate may hold any number."""
+    if isinstance(value, torch.Tensor) or not isinstance(value, Sequence):
+        raise TypeError(f"{name} must be a list of torch.Tensor, got {type(value).__name__}")
+    for j, t in enumerate(value):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}[{j}] must be a torch.Tensor, got {type(t).__name__}")
+    if like is not None:
+        if len(value) != len(like):
+            raise ValueError(f"{name} must hold one tensor per entry of x ({len(like)}), "
+                             f"got {len(value)}")
+        for j, (t, ref) in enumerate(zip(value, like, strict=True)):
+            if t.shape != ref.shape:
+                raise ValueError(f"{name}[{j}] must have the shape of x[{j}], "
+                                 f"{tuple(ref.shape)}, got {tuple(t.shape)}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,9 +205,11 @@ def local_lmo_steps(x: list[torch.Tensor], m: list[torch.Tensor], grad_fn: GradF
 
 def toy_matrix(dim: int = 8, seed: int = 0) -> torch.Tensor:
     """``A = U diag(linspace(1, 2, dim)) V^T`` with random orthogonal ``U, V`` (float64): the toy's
-    target (``fedmuon-eq-toy``), with smallest singular value exactly 1."""
+    target (``fedmuon-eq-toy``), with smallest singular value exactly 1.
+
+    ``dim``: an integer >= 1; ``seed``: an integer in [0, 2**32 - 1]."""
     dim = check_int("dim", dim, 1)
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = torch.Generator().manual_seed(check_seed(seed))
     U, _ = torch.linalg.qr(torch.randn(dim, dim, generator=gen, dtype=torch.float64))
     V, _ = torch.linalg.qr(torch.randn(dim, dim, generator=gen, dtype=torch.float64))
     return U @ torch.diag(torch.linspace(1.0, 2.0, dim, dtype=torch.float64)) @ V.T
@@ -125,6 +217,24 @@ def toy_matrix(dim: int = 8, seed: int = 0) -> torch.Tensor:
 
 #: the two clients of the toy: f_i(X) = (w_i / 2) ||X - s_i A||_F^2 (``fedmuon-eq-toy``)
 _TOY = ((1.0, 1.0), (3.0, -1.0))
+#: The methods :func:`toy_run` runs.
+TOY_METHODS: tuple[str, ...] = ("localmuon", "localmuon_carry", "fedmuon")
+
+
+def _check_toy_run(prefix: str, method: Any, noise: Any, seed: Any, ns_steps: Any) -> None:
+    """The per-run arguments of the toy (``prefix`` names where they come from in the caller's
+    arguments: ``""`` for :func:`toy_run`, ``"runs[3] "`` for ``toy_runs``)."""
+    check_choice(f"{prefix}method", method, TOY_METHODS)
+    check_range(f"{prefix}noise", noise, 0)
+    check_seed(seed, f"{prefix}seed")
+    if ns_steps is not None:
+        check_int(f"{prefix}ns_steps", ns_steps, 0)
+
+
+def _check_toy_sizes(rounds: Any, local_steps: Any, alpha: Any,
+                     lr0: Any) -> tuple[int, int, float, float]:
+    return (check_int("rounds", rounds, 1), check_int("local_steps", local_steps, 1),
+            check_range("alpha", alpha, 0, 1, low_open=True), check_range("lr0", lr0, 0, low_open=True))
 
 
 def toy_run(method: str, A: torch.Tensor, *, rounds: int = 300, local_steps: int = 5,
@@ -137,14 +247,25 @@ def toy_run(method: str, A: torch.Tensor, *, rounds: int = 300, local_steps: int
     Gaussian noise of standard deviation ``noise`` per entry. ``method`` is ``"localmuon"`` (momentum
     reset every round), ``"localmuon_carry"`` (momentum kept across rounds) or ``"fedmuon"``
     (``fedmuon-eq-local`` and ``fedmuon-eq-server``, control variates starting at 0).
+
+    Args:
+        method: ``"localmuon"``, ``"localmuon_carry"`` or ``"fedmuon"``.
+        A: the toy's target, a non-empty, finite 2-D tensor (:func:`toy_matrix`).
+        rounds: communication rounds (>= 1).
+        local_steps: local steps per round (>= 1).
+        alpha: the momentum's EMA weight, in (0, 1].
+        lr0: the first round's step size, in (0, inf).
+        ns_steps: Newton-Schulz iterations (an integer >= 0), or ``None`` (exact SVD).
+        noise: the gradient noise's standard deviation, in [0, inf).
+        seed: seeds the noise, an integer in [0, 2**32 - 1].
+
+    Raises:
+        TypeError, ValueError: an argument outside the ranges above, naming it.
     """
-    check_choice("method", method, ("localmuon", "localmuon_carry", "fedmuon"))
-    if not isinstance(A, torch.Tensor) or A.ndim != 2:
-        raise ValueError(f"A must be a 2-D tensor, got {getattr(A, 'shape', type(A).__name__)}")
-    rounds = check_int("rounds", rounds, 1)
-    local_steps = check_int("local_steps", local_steps, 1)
-    lr0 = check_range("lr0", lr0, 0, low_open=True)
-    noise = check_range("noise", noise, 0)
+    _check_toy_run("", method, noise, seed, ns_steps)
+    A = _check_tensor("A", A, ndim=2)
+    rounds, local_steps, alpha, lr0 = _check_toy_sizes(rounds, local_steps, alpha, lr0)
+    noise = float(noise)
     gen = torch.Generator().manual_seed(int(seed))
     n = len(_TOY)
     X = torch.zeros_like(A)

@@ -41,9 +41,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from iclr_lab.core.validation import check_int
+from iclr_lab.core.validation import check_int, check_range, check_seed
 from iclr_lab.distributed.desloc.stacked import StackedCollective
-from iclr_lab.distributed.fedmuon.method import _TOY, KELLER, lmo, newton_schulz, toy_run
+from iclr_lab.distributed.fedmuon.method import (
+    _TOY,
+    KELLER,
+    _check_coefficients,
+    _check_tensor,
+    _check_toy_run,
+    _check_toy_sizes,
+    _lmo,
+    _newton_schulz,
+)
 from iclr_lab.distributed.fedmuon.training import (
     ADAM_BETAS,
     ADAM_EPS,
@@ -64,10 +73,31 @@ def newton_schulz_stacked(G: torch.Tensor, steps: int = 5, *, eps: float = 1e-7,
                           coefficients: tuple[float, float, float] = KELLER) -> torch.Tensor:
     """:func:`~iclr_lab.distributed.fedmuon.method.newton_schulz` of every matrix ``G[n]`` of a
     stack ``(models, rows, cols)``, each normalised by its own Frobenius norm; equal to the serial
-    map model by model, bit for bit."""
+    map model by model, bit for bit.
+
+    Args:
+        G: a non-empty, finite 3-D tensor.
+        steps: number of iterations T (>= 0).
+        eps: added to each Frobenius norm, in (0, inf).
+        coefficients: the quintic's ``(a, b, c)``, three finite numbers.
+
+    Raises:
+        TypeError, ValueError: an argument outside the ranges above, naming it.
+    """
+    G = _check_tensor("G", G, ndim=3)
+    steps = check_int("steps", steps, 0)
+    eps = check_range("eps", eps, 0, low_open=True)
+    _check_coefficients(coefficients)
+    return _newton_schulz_stacked(G, steps, eps, coefficients)
+
+
+def _newton_schulz_stacked(G: torch.Tensor, steps: int, eps: float,
+                           coefficients: tuple[float, float, float]) -> torch.Tensor:
+    """:func:`newton_schulz_stacked` without the checks, for the training loops (their iterates
+    may turn non-finite: a diverging step size)."""
     m = min(G.shape[-2], G.shape[-1])
     if m ** 3 < 400:  # PyTorch's batched product takes a different kernel below 400 multiply-adds
-        return torch.stack([newton_schulz(g, steps, eps=eps, coefficients=coefficients) for g in G])
+        return torch.stack([_newton_schulz(g, steps, eps, coefficients) for g in G])
     a, b, c = coefficients
     tall = G.shape[-2] > G.shape[-1]
     X = G.mT if tall else G
@@ -81,13 +111,31 @@ def newton_schulz_stacked(G: torch.Tensor, steps: int = 5, *, eps: float = 1e-7,
 
 def lmo_stacked(G: torch.Tensor, ns_steps: int | None, eps: float = 1e-12) -> torch.Tensor:
     """The spectral :func:`~iclr_lab.distributed.fedmuon.method.lmo` of every model of a stack:
-    ``G`` is ``(models, rows, cols)`` (a matrix per model) or ``(models, size)`` (a vector)."""
+    ``G`` is ``(models, rows, cols)`` (a matrix per model) or ``(models, size)`` (a vector).
+
+    Args:
+        G: a non-empty, finite 2-D or 3-D tensor.
+        ns_steps: Newton-Schulz iterations (an integer >= 0), or ``None`` (exact SVD).
+        eps: in (0, inf), as in :func:`~iclr_lab.distributed.fedmuon.method.lmo`.
+
+    Raises:
+        TypeError, ValueError: an argument outside the ranges above, naming it.
+    """
+    G = _check_tensor("G", G, ndim=(2, 3))
+    if ns_steps is not None:
+        ns_steps = check_int("ns_steps", ns_steps, 0)
+    eps = check_range("eps", eps, 0, low_open=True)
+    return _lmo_stacked(G, ns_steps, eps)
+
+
+def _lmo_stacked(G: torch.Tensor, ns_steps: int | None, eps: float = 1e-12) -> torch.Tensor:
+    """:func:`lmo_stacked` without the checks, for the training loops."""
     if G.ndim == 2:
         return -G / torch.linalg.vector_norm(G, dim=-1, keepdim=True).clamp_min(eps)
     if ns_steps is not None:
-        return -newton_schulz_stacked(G, ns_steps)
+        return -_newton_schulz_stacked(G, ns_steps, 1e-7, KELLER)
     if min(G.shape[-2:]) ** 3 < 400:
-        return torch.stack([lmo(g) for g in G])
+        return torch.stack([_lmo(g, "spectral", None, 1e-12) for g in G])
     U, S, Vh = torch.linalg.svd(G, full_matrices=False)
     # the serial threshold, per model: a Python float compared in S's dtype
     thr = torch.tensor([eps * max(float(s.max()), 1.0) for s in S], dtype=S.dtype)
@@ -206,13 +254,19 @@ class _Group:
 def train_stacked(methods: Sequence[FedMethod], setup: FedSetup, seed: int) -> list[pd.DataFrame]:
     """:func:`~iclr_lab.distributed.fedmuon.training.train_clients` of every method of ``methods``
     on ``setup`` and ``seed``, at once: the tables in the order of ``methods``, each equal bit for
-    bit to ``run_simulated(lambda comm: train_clients(comm, method, setup, seed), 1)[0]``."""
+    bit to ``run_simulated(lambda comm: train_clients(comm, method, setup, seed), 1)[0]``.
+
+    Raises:
+        TypeError, ValueError: ``methods`` empty or not FedMethods, ``setup`` not a
+            :class:`~iclr_lab.distributed.fedmuon.training.FedSetup`, or ``seed`` not an integer
+            in [0, 2**32 - 1].
+    """
     for m in methods:
         if not isinstance(m, FedMethod):
             raise TypeError(f"methods must be FedMethods, got {type(m).__name__}")
     if not isinstance(setup, FedSetup):
         raise TypeError(f"setup must be a FedSetup, got {type(setup).__name__}")
-    seed = check_int("seed", seed, 0)
+    seed = check_seed(seed)
     if not methods:
         raise ValueError("methods must not be empty")
     x_cat, y_cat, picks, batches, (x_all, y_all, x_te, y_te) = _problem(setup, seed)
@@ -324,7 +378,7 @@ def _round(g: _Group, r: int, setup: FedSetup, picked: torch.Tensor, xb: list[to
                 for j, (xj, mj, gj) in enumerate(zip(x, m, grads, strict=True)):
                     _lerp_(mj, gj, alphas, S)
                     d = mj if algorithm != "fedmuon" else mj - shift[j]
-                    _axpy_(xj, lmo_stacked(d.contiguous(), g.methods[0].ns_steps), lrs, S)
+                    _axpy_(xj, _lmo_stacked(d.contiguous(), g.methods[0].ns_steps), lrs, S)
             if algorithm == "fedmuon":
                 new_ci = m
             else:
@@ -362,13 +416,32 @@ def toy_runs(runs: Sequence[ToyRun], A: torch.Tensor, *, rounds: int = 300, loca
     ns_steps)`` of ``runs`` on ``A``, at once (every client of every run is one row of a stack):
     the curves in the order of ``runs``, each equal bit for bit to
     ``toy_run(method, A, rounds=rounds, local_steps=local_steps, alpha=alpha, lr0=lr0,
-    ns_steps=ns_steps, noise=noise, seed=seed)``."""
+    ns_steps=ns_steps, noise=noise, seed=seed)``.
+
+    Args:
+        runs: a non-empty sequence of ``(method, noise, seed, ns_steps)``, each entry in the range
+            of :func:`~iclr_lab.distributed.fedmuon.method.toy_run`'s argument of that name.
+        A: the toy's target, a non-empty, finite 2-D tensor.
+        rounds: communication rounds (>= 1).
+        local_steps: local steps per round (>= 1).
+        alpha: the momentum's EMA weight, in (0, 1].
+        lr0: the first round's step size, in (0, inf).
+
+    Raises:
+        TypeError, ValueError: an argument outside the ranges above, naming it (an entry of a run
+            as ``runs[q] noise``).
+    """
+    if isinstance(runs, str) or not isinstance(runs, Sequence):
+        raise TypeError(f"runs must be a sequence of (method, noise, seed, ns_steps), "
+                        f"got {type(runs).__name__}")
     if not runs:
         raise ValueError("runs must not be empty")
-    for method, noise, seed, ns in runs:  # the serial function validates the rest
-        toy_run(method, A, rounds=1, local_steps=1, noise=noise, seed=seed, ns_steps=ns)
-    rounds = check_int("rounds", rounds, 1)
-    local_steps = check_int("local_steps", local_steps, 1)
+    for q, run in enumerate(runs):
+        if isinstance(run, str) or not isinstance(run, Sequence) or len(run) != 4:
+            raise TypeError(f"runs[{q}] must be a tuple (method, noise, seed, ns_steps), got {run!r}")
+        _check_toy_run(f"runs[{q}] ", *run)
+    A = _check_tensor("A", A, ndim=2)
+    rounds, local_steps, alpha, lr0 = _check_toy_sizes(rounds, local_steps, alpha, lr0)
     n, Q, K = len(_TOY), len(runs), local_steps
     rows = Q * n
 
@@ -414,7 +487,7 @@ def toy_runs(runs: Sequence[ToyRun], A: torch.Tensor, *, rounds: int = 300, loca
             d = m - shift
             step = torch.empty_like(d)
             for ns, idx in by_ns.items():
-                step[idx] = lmo_stacked(d[idx], ns)
+                step[idx] = _lmo_stacked(d[idx], ns)
             x.add_(step, alpha=lr)
         new_c = torch.where(fm.view(-1, 1, 1), m, Ci)
         Mi[carry] = m[carry]

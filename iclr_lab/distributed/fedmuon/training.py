@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from iclr_lab.core.collective import Collective
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_choice, check_int, check_range, check_seed
 from iclr_lab.core.worker_data import WorkerShards, digit_shards
 from iclr_lab.distributed.fedmuon.method import local_lmo_steps
 
@@ -39,14 +39,20 @@ class FedMethod:
     """One federated method.
 
     Attributes:
-        name: the label in tables and charts.
+        name: the label in tables and charts (a string).
         algorithm: one of :data:`~iclr_lab.distributed.fedmuon.training.ALGORITHMS`.
-        lr: the local step size (the LMO step ``eta`` for the LMO methods, the SGD step for
-            SCAFFOLD, Adam's step for FedAvg-Adam); it decays linearly to 0 over the rounds.
-        alpha: the momentum's EMA weight ``alpha`` in ``fedmuon-eq-local`` (LMO methods).
-        beta: SCAFFOLD's heavy-ball momentum ``m <- beta m + g``.
+        lr: the local step size, in (0, inf) (the LMO step ``eta`` for the LMO methods, the SGD
+            step for SCAFFOLD, Adam's step for FedAvg-Adam); it decays linearly to 0 over the
+            rounds.
+        alpha: the momentum's EMA weight ``alpha`` in ``fedmuon-eq-local`` (LMO methods), in
+            (0, 1].
+        beta: SCAFFOLD's heavy-ball momentum ``m <- beta m + g``, in [0, 1).
         carry: LocalMuon keeps each client's momentum across rounds (otherwise it starts at 0).
-        ns_steps: Newton-Schulz iterations of the spectral LMO (``None``: exact SVD).
+        ns_steps: Newton-Schulz iterations of the spectral LMO, an integer >= 0 (``None``: exact
+            SVD).
+
+    Raises:
+        TypeError, ValueError: a field outside the range above, naming the field.
     """
 
     name: str
@@ -58,10 +64,14 @@ class FedMethod:
     ns_steps: int | None = 5
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a string, got {type(self.name).__name__}")
         check_choice("algorithm", self.algorithm, ALGORITHMS)
         check_range("lr", self.lr, 0, low_open=True)
         check_range("alpha", self.alpha, 0, 1, low_open=True)
         check_range("beta", self.beta, 0, 1, high_open=True)
+        if not isinstance(self.carry, bool):
+            raise TypeError(f"carry must be True or False, got {type(self.carry).__name__}")
         if self.ns_steps is not None:
             check_int("ns_steps", self.ns_steps, 0)
 
@@ -71,14 +81,18 @@ class FedSetup:
     """The federated digits problem.
 
     Attributes:
-        clients: N, the number of clients.
-        sampled: S, the clients sampled each round (partial participation).
-        local_steps: K, local steps per round.
-        rounds: R, communication rounds.
-        batch: examples per local step.
-        hidden: width of the two hidden layers of the MLP 64 -> hidden -> hidden -> 10.
-        dirichlet: the Dirichlet concentration of the label skew (smaller: more heterogeneous).
-        eval_every: rounds between evaluations (the last round is always evaluated).
+        clients: N, the number of clients (>= 1).
+        sampled: S, the clients sampled each round (partial participation), in [1, clients].
+        local_steps: K, local steps per round (>= 1).
+        rounds: R, communication rounds (>= 1).
+        batch: examples per local step (>= 1).
+        hidden: width of the two hidden layers of the MLP 64 -> hidden -> hidden -> 10 (>= 1).
+        dirichlet: the Dirichlet concentration of the label skew, in (0, inf) (smaller: more
+            heterogeneous).
+        eval_every: rounds between evaluations (>= 1; the last round is always evaluated).
+
+    Raises:
+        TypeError, ValueError: a field outside the range above, naming the field.
     """
 
     clients: int = 16
@@ -127,9 +141,11 @@ def model_bytes(setup: FedSetup) -> int:
 
 def client_shards(setup: FedSetup, seed: int) -> WorkerShards:
     """The clients' data of ``setup``: standardised digits split over ``setup.clients`` clients by a
-    Dirichlet label split of concentration ``setup.dirichlet``, drawn with ``seed``."""
+    Dirichlet label split of concentration ``setup.dirichlet``, drawn with ``seed`` (an integer in
+    [0, 2**32 - 1])."""
     if not isinstance(setup, FedSetup):
         raise TypeError(f"setup must be a FedSetup, got {type(setup).__name__}")
+    seed = check_seed(seed)
     return digit_shards(setup.clients, "dirichlet", alpha=setup.dirichlet, seed=seed, standardize=True)
 
 
@@ -140,12 +156,19 @@ def train_clients(comm: Collective, method: FedMethod, setup: FedSetup, seed: in
     ``test_acc``, ``bytes`` (payload this worker all-reduced so far in this run) and ``method``.
     Client sampling and mini-batches depend only on ``seed``, the round and the client, never on
     the rank, so every world size trains the same model.
+
+    Raises:
+        TypeError, ValueError: ``comm`` is not a collective, ``method`` or ``setup`` of the wrong
+            type, or ``seed`` not an integer in [0, 2**32 - 1].
     """
+    if not isinstance(comm, Collective):
+        raise TypeError(f"comm must be an iclr_lab.core.collective.Collective, "
+                        f"got {type(comm).__name__}")
     if not isinstance(method, FedMethod):
         raise TypeError(f"method must be a FedMethod, got {type(method).__name__}")
     if not isinstance(setup, FedSetup):
         raise TypeError(f"setup must be a FedSetup, got {type(setup).__name__}")
-    seed = check_int("seed", seed, 0)
+    seed = check_seed(seed)
     data = client_shards(setup, seed)
     xs = [torch.as_tensor(data.worker(i)[0]) for i in range(setup.clients)]
     ys = [torch.as_tensor(data.worker(i)[1]).long() for i in range(setup.clients)]
