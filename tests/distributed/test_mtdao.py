@@ -19,6 +19,7 @@ from iclr_lab.distributed.mtdao import (
     Method,
     anchor_share,
     beta_omega,
+    check_sync_periods,
     communication_cost,
     explorer,
     impulse_chart,
@@ -33,6 +34,7 @@ from iclr_lab.distributed.mtdao import (
     variance_check,
 )
 from iclr_lab.distributed.mtdao import experiments as ex
+from iclr_lab.distributed.mtdao.stacked import train_stacked
 
 torch.set_num_threads(1)
 INF = math.inf
@@ -220,7 +222,7 @@ def test_bad_optimizer_arguments_name_the_parameter(kwargs, match):
     (lambda: momentum_variance(0.9, -1), "K"),
     (lambda: communication_cost((4, 4, 4), -1), "steps"),
     (lambda: Method("x", lr=0.0), "lr"),
-    (lambda: Method("x", lr=0.1, period=0), "sync_periods"),
+    (lambda: Method("x", lr=0.1, period=0), "period must"),  # the field, not an alias
     (lambda: Method("x", lr=0.1, period=INF), "period"),
     (lambda: DigitsSetup(batch_size=0), "batch_size"),
     (lambda: DigitsSetup(split="dirichlet"), "split"),
@@ -343,3 +345,29 @@ def test_explorer_moves_its_chart():
     before = w.result.to_dict()
     w.children[1].value = 0.2
     assert w.result.to_dict() != before
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: ex.model_bytes(0), "hidden"),
+    (lambda: ex.model_bytes(4, n_in=1.5), "n_in"),
+    (lambda: impulse_chart(period=math.nan), "period"),
+    (lambda: impulse_chart(period="32"), "period"),
+    (lambda: check_sync_periods((4, 4, 4), 0), "n_moments"),
+    (lambda: variance_check(betas=(1.0,)), r"betas\[0\]"),
+    (lambda: variance_check(periods=(0,)), r"periods\[0\]"),
+    (lambda: variance_check(seed=2**32), "seed"),
+    (lambda: variance_check(seed=None), "seed"),
+    (lambda: Method("x", lr=0.1, betas=(0.9, 1.0)), "betas"),
+    (lambda: Method("x", lr=0.1, betas=(0.9, 0.9, 0.999), weights=(0.5, 0.7)), "weights"),
+    (lambda: methods(math.nan, 4), "lr"),
+    (lambda: train_stacked([(Method("x", 0.01, period=4), -1)], DigitsSetup(steps=8, warmup=1), 1),
+     r"runs\[0\] seed"),
+    (lambda: run_simulated(lambda comm: train_worker(comm, Method("x", 0.01, period=4),
+                                                     DigitsSetup(steps=8, warmup=1), 2**32), 1),
+     "seed"),
+    (lambda: launch("gloo"), "comm"),
+])
+def test_bad_arguments_are_refused_at_entry_and_name_the_parameter(call, match):
+    """Issue 24: these took an alias's name, a NaN, or nothing at all."""
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()

@@ -29,7 +29,7 @@ from iclr_lab.core.collective import Collective, CommCounts, comm_seconds
 from iclr_lab.core.report import Claim, Report, timed
 from iclr_lab.core.scales import pick, seed_everything
 from iclr_lab.core.tuning import Tuned, tune, tuning_seeds
-from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.core.validation import check_int, check_range, check_seed
 from iclr_lab.distributed.mtdao.optimizer import DEFAULT_BETAS, DEFAULT_WEIGHTS, units_per_step
 from iclr_lab.distributed.mtdao.stacked import train_stacked
 from iclr_lab.distributed.mtdao.theory import anchor_share, update_weights, variance_check
@@ -110,7 +110,9 @@ REGIME = ("paper: IID shards of a language-model corpus seen about once (trainin
 def methods(lr: float, period: int) -> list[Method]:
     """Experiment B's seven methods at peak learning rate ``lr``, the local ones averaging every
     state every ``period`` steps. MT-DAO's three configurations and Local Adam's three values of
-    ``beta1`` were fixed before any run; ``beta2 = 0.999`` everywhere."""
+    ``beta1`` were fixed before any run; ``beta2 = 0.999`` everywhere. ``lr``: in (0, inf);
+    ``period``: an integer >= 1."""
+    check_range("lr", lr, 0, INF, low_open=True, high_open=True)
     period = check_int("period", period, 1)
     out = [Method(name, lr, betas=(b, 0.999), weights=(om,), period=period)
            for name, (b, om) in _MT_SETTINGS.items()]
@@ -163,7 +165,15 @@ def launch(comm: Collective, scale: str = "book", seed: int = 0) -> dict[str, pd
     Every process calls it with its own collective; the shards follow ``comm.world_size``. The
     tables have the columns of :func:`reproduce`'s (``curves``: one row per method and evaluation;
     ``final``: one row per method), so a real run and the simulator compare number for number.
+
+    Raises:
+        TypeError, ValueError: ``comm`` is not a collective, ``scale`` not a scale, or ``seed`` not
+            an integer in [0, 2**32 - 1].
     """
+    if not isinstance(comm, Collective):
+        raise TypeError(f"comm must be an iclr_lab.core.collective.Collective, "
+                        f"got {type(comm).__name__}")
+    seed = check_seed(seed)
     size = _sizes(scale)
     lr = size.grid[len(size.grid) // 2]
     logs = [train_worker(comm, m, size.setup, seed).assign(seed=seed, lr=lr)
@@ -251,7 +261,12 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
     the other half. Claims: the variance formula (``mtdao-eq-variance``), the byte count
     (``mtdao-eq-cost``), that the tuning settled, that Local Adam has a held-out gap to DDP worth
     closing, and (only if it has) that MT-DAO closes at least half of it.
+
+    Raises:
+        TypeError, ValueError: ``scale`` is not a scale, or ``seed`` not an integer in
+            [0, 2**32 - 1].
     """
+    seed = check_seed(seed)
     size = _sizes(scale)
     rng = seed_everything(seed)
     del rng  # every random source below derives from the seeds themselves
@@ -551,19 +566,27 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     return figs
 
 
-def impulse_chart(beta: float = 0.995, omega: float = 0.9, period: int = 32,
+def impulse_chart(beta: float = 0.995, omega: float = 0.9, period: float = 32,
                   beta_adam: float = 0.9) -> alt.TopLevelMixin:
     """The weight that one update puts on the gradient of ``k`` steps ago (``mtdao-eq-impulse``),
     for MT-DAO with one momentum ``(beta, omega)`` and for Adam's first moment ``beta_adam``, over
     two sync periods; the title gives the share of a round's updates that still comes from the
-    averaged momentum (``mtdao-eq-anchor``). The chapter's explorer."""
+    averaged momentum (``mtdao-eq-anchor``). The chapter's explorer.
+
+    Args:
+        beta: the slow momentum's coefficient, in [0, 1).
+        omega: its weight, in [0, 1].
+        period: the sync period ``K``, a number in [1, inf) rounded to the nearest integer (the
+            explorer's log slider sends floats).
+        beta_adam: Adam's ``beta1``, in [0, 1).
+    """
     import altair as alt
 
     from iclr_lab.core.charts import palette
 
     beta = check_range("beta", beta, 0, 1, high_open=True)
     omega = check_range("omega", omega, 0, 1)
-    period = check_int("period", round(period), 1)
+    period = round(check_range("period", period, 1, INF))
     beta_adam = check_range("beta_adam", beta_adam, 0, 1, high_open=True)
     lags = 2 * period
     names = [f"{MTDAO_NAME} (β = {beta:g}, ω = {omega:g})", f"Adam (β₁ = {beta_adam:g})"]

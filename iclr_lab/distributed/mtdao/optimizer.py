@@ -31,7 +31,7 @@ import torch
 
 from iclr_lab.core.collective import Collective, CommCounts
 from iclr_lab.core.validation import check_int, check_range
-from iclr_lab.distributed.local_sync import LocalSync, check_period, due
+from iclr_lab.distributed.local_sync import LocalSync, _due, check_period
 
 __all__ = ["MTDAO", "check_sync_periods", "communication_cost", "units_per_step"]
 
@@ -82,7 +82,10 @@ def _check_weights(weights: Any) -> tuple[float, ...]:
 
 def check_sync_periods(periods: Any, n_moments: int | None = None) -> tuple[float, ...]:
     """``(Kx, K_1, ..., K_N, Kv)``, each an integer >= 1 or ``math.inf`` (never), or an error
-    naming the entry. With ``n_moments`` the length must be ``n_moments + 2``."""
+    naming the entry. With ``n_moments`` (an integer >= 1, or ``None``) the length must be
+    ``n_moments + 2``."""
+    if n_moments is not None:
+        n_moments = check_int("n_moments", n_moments, 1)
     values = _as_tuple("sync_periods", periods, "integers >= 1 or math.inf")
     if len(values) < 3:
         raise ValueError(f"sync_periods must be (Kx, K_1, ..., K_N, Kv) with N >= 1, got {periods!r}")
@@ -278,7 +281,7 @@ class MTDAO(LocalSync, torch.optim.Optimizer):
             self._update_group(group)
         self.local_steps += 1
         t = self.local_steps
-        if any(due(t, k) for group in self.param_groups for k in group["sync_periods"]):
+        if any(_due(t, k) for group in self.param_groups for k in group["sync_periods"]):
             self.synchronise(t)
         return loss
 
@@ -287,18 +290,20 @@ class MTDAO(LocalSync, torch.optim.Optimizer):
         """Average what is due at local step ``step`` and return what was averaged
         ("parameters", "first_moment", "second_moment"), in that order.
 
-        :meth:`step` calls this; call it yourself only to run the schedule by hand.
+        :meth:`step` calls this; call it yourself only to run the schedule by hand (``step``: an
+        integer >= 0).
         """
+        step = check_int("step", step, 0)
         done: list[str] = []
         for group in self.param_groups:
             periods = group["sync_periods"]
             params = list(group["params"])
-            if due(step, periods[0]):
+            if _due(step, periods[0]):
                 self._average(params, "parameters")
                 done.append("parameters")
             keys = [(_moment_key(j), k, "first_moment") for j, k in enumerate(periods[1:-1])]
             for key, period, kind in [*keys, ("exp_avg_sq", periods[-1], "second_moment")]:
-                if not due(step, period):
+                if not _due(step, period):
                     continue
                 tensors = [self.state[p][key] for p in params if key in self.state.get(p, {})]
                 if tensors:
@@ -316,7 +321,7 @@ def units_per_step(sync_periods: Sequence[float]) -> float:
 
     DDP (a gradient every step) costs 1; MT-DAO with one first moment and every period ``K``
     costs ``3/K``, and each extra first moment synchronised every ``K`` steps adds ``1/K``; a
-    period of ``math.inf`` costs nothing.
+    period of ``math.inf`` costs nothing. Each period is an integer >= 1 or ``math.inf``.
     """
     return sum(0.0 if k == math.inf else 1.0 / k for k in check_sync_periods(sync_periods))
 

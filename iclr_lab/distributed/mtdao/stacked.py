@@ -40,7 +40,7 @@ import torch
 
 from iclr_lab.core.nn import FlatMLP
 from iclr_lab.core.progress import progress
-from iclr_lab.core.validation import check_int
+from iclr_lab.core.validation import check_int, check_seed
 from iclr_lab.core.worker_data import worker_seed
 from iclr_lab.distributed.desloc.stacked import StackedCollective, _batches, _StackedDESLOC, _StackedMLP
 from iclr_lab.distributed.mtdao.optimizer import MTDAO
@@ -83,14 +83,24 @@ def train_stacked(runs: Sequence[tuple[Method, int]], setup: DigitsSetup, worker
 
     Runs of the same method (and learning rate) share one optimizer over their rows; the gradients
     of every model are one batched pass. ``desc`` labels the progress bar over the steps.
+
+    Raises:
+        TypeError, ValueError: ``workers`` not an integer >= 1, ``runs`` empty or holding a pair
+            whose method or setup is of the wrong type, whose period does not divide
+            ``setup.steps``, or whose seed is not an integer in [0, 2**32 - 1] (named as
+            ``runs[i] seed``), or a repeated pair.
     """
     workers = check_int("workers", workers, 1)
+    if isinstance(runs, str) or not isinstance(runs, Sequence):
+        raise TypeError(f"runs must be a sequence of (method, seed), got {type(runs).__name__}")
     runs = list(runs)
     if not runs:
         raise ValueError("runs must not be empty")
-    for method, seed in runs:
-        _check_method(method, setup)
-        check_int("seed", seed, 0)
+    for i, run in enumerate(runs):
+        if isinstance(run, str) or not isinstance(run, Sequence) or len(run) != 2:
+            raise TypeError(f"runs[{i}] must be a pair (method, seed), got {run!r}")
+        _check_method(run[0], setup)
+        check_seed(run[1], f"runs[{i}] seed")
     by_method: dict[Method, list[int]] = {}
     for i, (method, _) in enumerate(runs):
         by_method.setdefault(method, []).append(i)

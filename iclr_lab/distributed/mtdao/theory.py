@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.core.validation import check_int, check_range, check_seed
 
 __all__ = [
     "anchor_share",
@@ -53,7 +53,8 @@ def momentum_variance(beta: float, K: int, sigma: float = 1.0) -> float:
     r"""``Var(u_{t+K} | u_t) = (1 - beta) / (1 + beta) * (1 - beta^(2K)) * sigma^2``
     (``mtdao-eq-variance``): the variance that ``K`` local steps of an EMA with coefficient ``beta``
     add to a momentum fixed at the synchronised value, when the local gradients carry independent
-    noise of variance ``sigma^2`` per coordinate."""
+    noise of variance ``sigma^2`` per coordinate. ``beta`` is in [0, 1), ``K`` an integer >= 0,
+    ``sigma`` in [0, inf)."""
     beta = _beta("beta", beta)
     K = check_int("K", K, 0)
     sigma = check_range("sigma", sigma, 0, math.inf, high_open=True)
@@ -64,7 +65,8 @@ def information_kept(beta: float, K: int, snr: float = 1.0) -> float:
     r"""Mutual information, in nats, between the synchronised momentum ``U_t`` and the local
     momentum ``U_{t+K} = beta^K U_t + L`` ``K`` steps later (``mtdao-eq-mi``), for a scalar
     Gaussian model: ``0.5 log(1 + beta^(2K) s^2 / l^2)`` with ``l^2`` = :func:`momentum_variance`
-    and ``s^2 = snr * sigma^2`` the variance of ``U_t``. It is infinite at ``K = 0``."""
+    and ``s^2 = snr * sigma^2`` the variance of ``U_t``. It is infinite at ``K = 0``. ``beta`` is
+    in [0, 1), ``K`` an integer >= 0, ``snr`` in [0, inf)."""
     beta = _beta("beta", beta)
     K = check_int("K", K, 0)
     snr = check_range("snr", snr, 0, math.inf, high_open=True)
@@ -78,7 +80,9 @@ def update_weights(betas: Sequence[float], weights: Sequence[float], lags: int) 
     r"""Weight of the gradient from ``k`` steps ago in one update, for ``k = 0 .. lags - 1``
     (``mtdao-eq-impulse``, without bias correction and normalisation):
     ``w_0 = (1 - sum_j omega_j) + sum_j omega_j (1 - beta_j)`` and
-    ``w_k = sum_j omega_j (1 - beta_j) beta_j^k``. Adam is ``betas=(beta1,), weights=(1,)``."""
+    ``w_k = sum_j omega_j (1 - beta_j) beta_j^k``. Adam is ``betas=(beta1,), weights=(1,)``.
+    Each beta is in [0, 1), each weight in [0, 1] with sum <= 1 (one per beta), ``lags`` an integer
+    >= 1."""
     bs, ws = _mix(betas, weights)
     lags = check_int("lags", lags, 1)
     k = np.arange(lags, dtype=float)
@@ -95,7 +99,8 @@ def anchor_share(betas: Sequence[float], weights: Sequence[float], K: int) -> fl
 
     After ``k`` local steps the synchronised momentum still weighs ``beta_j^k`` in ``u^j``, and
     ``u^j`` weighs ``omega_j`` in the update. Adam with ``beta1 = 0.9`` and ``K = 32`` keeps about
-    0.27; ``beta1 = 0.99`` about 0.86.
+    0.27; ``beta1 = 0.99`` about 0.86. ``betas`` and ``weights`` as for :func:`update_weights`;
+    ``K`` an integer >= 1.
     """
     bs, ws = _mix(betas, weights)
     K = check_int("K", K, 1)
@@ -108,7 +113,8 @@ def anchor_share(betas: Sequence[float], weights: Sequence[float], K: int) -> fl
 
 def beta_omega(betas: Sequence[float], weights: Sequence[float]) -> float:
     r"""``beta_omega = sum_j omega_j beta_j / (1 - beta_j)`` (``mtdao-eq-constants``): the constant
-    of Theorem 1 that caps the step size; slower momenta give a smaller largest step."""
+    of Theorem 1 that caps the step size; slower momenta give a smaller largest step. ``betas`` and
+    ``weights`` as for :func:`update_weights`."""
     bs, ws = _mix(betas, weights)
     return sum(om * b / (1 - b) for b, om in zip(bs, ws, strict=True))
 
@@ -118,7 +124,8 @@ def sync_penalty(px: float, p_moments: Sequence[float], betas: Sequence[float],
     r"""``psi = 4 (1 - p_x) / p_x^2 * sum_j omega_j (1 - beta_j)(1 - p_j) / (1 - (1 - p_j) beta_j)``
     (``mtdao-eq-constants``): Theorem 1's communication penalty, with parameter and momentum
     synchronisation probabilities ``p_x = 1/Kx`` and ``p_j = 1/K_j`` in (0, 1]. It vanishes as
-    ``beta_j -> 1``: a slow momentum does not mind rare averaging."""
+    ``beta_j -> 1``: a slow momentum does not mind rare averaging. ``px`` and each of ``p_moments``
+    (one per beta) are in (0, 1]; ``betas`` and ``weights`` as for :func:`update_weights`."""
     bs, ws = _mix(betas, weights)
     px = check_range("px", px, 0, 1, low_open=True)
     ps = [check_range(f"p_moments[{i}]", p, 0, 1, low_open=True) for i, p in enumerate(p_moments)]
@@ -139,15 +146,30 @@ def variance_check(betas: Sequence[float] = (0.9, 0.99, 0.999), periods: Sequenc
     The recursion is simulated step by step (not through the closed-form sum), so the check does
     not reuse the derivation. Returns one row per ``(beta, K)`` with ``empirical``, ``formula`` and
     ``rel_error`` = ``|empirical / formula - 1|``.
+
+    Args:
+        betas: the EMA coefficients, each in [0, 1).
+        periods: the step counts ``K``, each an integer >= 1.
+        chains: independent momenta per ``(beta, K)``, an integer >= 2.
+        seed: seeds the noise, an integer in [0, 2**32 - 1].
+        sigma: the noise's standard deviation, in (0, inf).
+
+    Raises:
+        TypeError, ValueError: an argument outside the ranges above, naming it (an entry as
+            ``betas[i]`` or ``periods[i]``).
     """
+    if isinstance(betas, str) or not isinstance(betas, Sequence):
+        raise TypeError(f"betas must be a sequence of numbers, got {type(betas).__name__}")
+    if isinstance(periods, str) or not isinstance(periods, Sequence):
+        raise TypeError(f"periods must be a sequence of integers, got {type(periods).__name__}")
+    betas = [_beta(f"betas[{i}]", b) for i, b in enumerate(betas)]
+    periods = [check_int(f"periods[{i}]", K, 1) for i, K in enumerate(periods)]
     chains = check_int("chains", chains, 2)
-    rng = np.random.default_rng(check_int("seed", seed, 0))
+    rng = np.random.default_rng(check_seed(seed))
     sigma = check_range("sigma", sigma, 0, math.inf, low_open=True, high_open=True)
     rows = []
     for beta in betas:
-        beta = _beta("beta", beta)
         for K in periods:
-            K = check_int("K", K, 1)
             u = np.full(chains, 0.3)  # the synchronised value; any constant gives the same variance
             for _ in range(K):
                 u = beta * u + (1 - beta) * sigma * rng.standard_normal(chains)

@@ -21,10 +21,11 @@ import torch
 
 from iclr_lab.core.collective import Collective, CommCounts, TensorKind
 from iclr_lab.core.nn import FlatMLP, warmup_cosine
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_choice, check_int, check_range, check_seed
 from iclr_lab.core.worker_data import WorkerShards, digit_shards, worker_seed
 from iclr_lab.distributed.desloc import DESLOC
-from iclr_lab.distributed.mtdao.optimizer import MTDAO, check_sync_periods
+from iclr_lab.distributed.local_sync import check_period
+from iclr_lab.distributed.mtdao.optimizer import MTDAO, _check_betas, _check_weights
 
 __all__ = ["DigitsSetup", "Method", "held_out", "model_bytes", "train_worker"]
 
@@ -40,15 +41,19 @@ class Method:
     """One distributed training method, as settings of :func:`train_worker`.
 
     Attributes:
-        name: the label in tables and charts.
-        lr: peak learning rate (> 0).
-        betas: ``(beta_1, ..., beta_N, beta2)``; with ``weights=None`` exactly ``(beta1, beta2)``.
-        weights: MT-DAO's ``(omega_1, ..., omega_N)``, or ``None`` for Adam (stepped by
-            :class:`~iclr_lab.distributed.desloc.DESLOC`).
+        name: the label in tables and charts (a string).
+        lr: peak learning rate, in (0, inf).
+        betas: ``(beta_1, ..., beta_N, beta2)``, each in [0, 1); with ``weights=None`` exactly
+            ``(beta1, beta2)``.
+        weights: MT-DAO's ``(omega_1, ..., omega_N)``, each in [0, 1] with sum <= 1, or ``None``
+            for Adam (stepped by :class:`~iclr_lab.distributed.desloc.DESLOC`).
         period: the sync period ``K`` of every state (parameters, each first moment, second
-            moment); ``math.inf`` for DDP.
+            moment): an integer >= 1, or ``math.inf`` for DDP.
         ddp: average the gradients at every step (the replicas stay identical); needs
             ``period = math.inf``.
+
+    Raises:
+        TypeError, ValueError: a field outside the range above, naming the field.
     """
 
     name: str
@@ -59,12 +64,17 @@ class Method:
     ddp: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a string, got {type(self.name).__name__}")
         check_range("lr", self.lr, 0, INF, low_open=True, high_open=True)
-        n = 1 if self.weights is None else len(self.weights)
-        if len(self.betas) != n + 1:
+        betas = _check_betas(self.betas)
+        n = 1 if self.weights is None else len(_check_weights(self.weights))
+        if len(betas) != n + 1:
             raise ValueError(f"betas must hold {n + 1} values (one per first moment, then beta2), "
                              f"got {self.betas!r}")
-        check_sync_periods((self.period,) * (n + 2))
+        check_period("period", self.period)
+        if not isinstance(self.ddp, bool):
+            raise TypeError(f"ddp must be True or False, got {type(self.ddp).__name__}")
         if self.ddp and self.period != INF:
             raise ValueError(f"a DDP method averages gradients, not states: period must be inf, "
                              f"got {self.period!r}")
@@ -97,7 +107,11 @@ class Method:
 # ---------------------------------------------------------------------------------------------
 
 def model_bytes(hidden: int, n_in: int = 64, n_out: int = 10) -> int:
-    """Bytes of the digits MLP's parameters (float32): the payload of one model-sized all-reduce."""
+    """Bytes of the digits MLP's parameters (float32): the payload of one model-sized all-reduce.
+    ``hidden``, ``n_in`` and ``n_out`` (the layer widths) are integers >= 1."""
+    hidden = check_int("hidden", hidden, 1)
+    n_in = check_int("n_in", n_in, 1)
+    n_out = check_int("n_out", n_out, 1)
     return 4 * (n_in * hidden + hidden + hidden * n_out + n_out)
 
 
@@ -110,14 +124,18 @@ class DigitsSetup:
     """Everything about a digits run except the method and the seed.
 
     Attributes:
-        steps: local steps ``T``; a multiple of every finite period, so that the run ends on an
-            average.
-        batch_size: local minibatch per worker and step.
-        warmup: linear warm-up steps, then cosine decay to zero at ``steps``.
-        hidden: width of the MLP's hidden layer.
+        steps: local steps ``T`` (>= 1); a multiple of every finite period, so that the run ends on
+            an average.
+        batch_size: local minibatch per worker and step (>= 1).
+        warmup: linear warm-up steps, in [0, steps - 1], then cosine decay to zero at ``steps``.
+        hidden: width of the MLP's hidden layer (>= 1).
         split: how the training set is divided among the workers (``"sorted"``: by label, the
             most heterogeneous split; ``"iid"``; see :func:`~iclr_lab.core.worker_data.digit_shards`).
-        eval_every: evaluate every this many steps, at steps where the parameters are averaged.
+        eval_every: evaluate every this many steps (>= 1), at steps where the parameters are
+            averaged.
+
+    Raises:
+        TypeError, ValueError: a field outside the range above, naming the field.
     """
 
     steps: int = 384
@@ -186,6 +204,8 @@ class _Recorder(Collective):
 def _check_method(method: Method, setup: DigitsSetup) -> None:
     if not isinstance(method, Method):
         raise TypeError(f"method must be a Method, got {type(method).__name__}")
+    if not isinstance(setup, DigitsSetup):
+        raise TypeError(f"setup must be an mtdao DigitsSetup, got {type(setup).__name__}")
     if method.period != INF and setup.steps % int(method.period) != 0:
         raise ValueError(f"steps ({setup.steps}) must be a multiple of the period K "
                          f"({method.period}), so that the run ends on an average")
@@ -213,9 +233,17 @@ def train_worker(comm: Collective, method: Method, setup: DigitsSetup, seed: int
         half), ``alignment`` (mean pseudo-gradient cosine of the round that just ended; NaN for
         DDP and at step 0), and the communication of this worker since the run started
         (:meth:`~iclr_lab.core.collective.CommCounts.as_row`).
+
+    Raises:
+        TypeError, ValueError: ``comm`` is not a collective, ``method`` or ``setup`` of the wrong
+            type, ``setup.steps`` not a multiple of the period, or ``seed`` not an integer in
+            [0, 2**32 - 1].
     """
+    if not isinstance(comm, Collective):
+        raise TypeError(f"comm must be an iclr_lab.core.collective.Collective, "
+                        f"got {type(comm).__name__}")
     _check_method(method, setup)
-    seed = check_int("seed", seed, 0)
+    seed = check_seed(seed)
     data = _shards(comm.world_size, setup.split, seed)
     x_np, y_np = data.worker(comm.rank)
     x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
