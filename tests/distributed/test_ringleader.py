@@ -373,3 +373,61 @@ def test_heavy_straggler_regime_is_the_papers_case_for_the_time_claims():
     assert 4 * i2.mean() / i2.max() > 1
     with pytest.raises(ValueError, match="n"):
         heavy_times(1)
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "0", None, 2**32])
+@pytest.mark.parametrize("kind", rl.TIME_MODELS)
+def test_every_time_model_refuses_a_bad_seed(kind, seed):
+    """Issue 24, item 4: a seed is an integer in [0, 2**32 - 1] for every kind (``fixed`` and
+    ``outage`` read none, but a bad one is still a caller's mistake), never ``None`` (fresh
+    entropy) or ``"0"``."""
+    with pytest.raises((ValueError, TypeError), match="seed"):
+        make_time_model(kind, 3, seed=seed)
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "0", None])
+def test_seeded_builders_refuse_a_bad_seed(seed):
+    for call in (lambda: rl.authors_times(3, seed), lambda: make_problem(3, 2, 0.0, seed),
+                 lambda: rl.Simulator(_problem(3), fixed_times(3), 0.1, 10.0, seed=seed),
+                 lambda: simulate("Ringleader", _problem(3), fixed_times(3), 10.0, seed=seed)):
+        with pytest.raises((ValueError, TypeError), match="seed"):
+            call()
+
+
+def test_bad_arrays_and_numbers_name_the_parameter():
+    """Issue 24: every bad number or array gets an error that names the parameter, at entry."""
+    problem, times = _problem(3), fixed_times(3)
+    eig, centers = np.array([0.5, 1.0]), np.zeros((3, 2))
+    good = {"eigenvalues": eig, "centers": centers, "x_star": np.zeros(2), "x0": np.ones(2),
+            "noise": 0.1}
+    for name, bad in (("eigenvalues", np.array([0.5, np.nan])), ("eigenvalues", np.array([-1.0, 1])),
+                      ("centers", np.zeros((3, 3))), ("x_star", np.zeros(3)), ("x0", np.empty(0)),
+                      ("noise", -1.0), ("noise", math.nan)):
+        with pytest.raises((ValueError, TypeError), match=name):
+            rl.Quadratic(**{**good, name: bad})
+    with pytest.raises(ValueError, match="budget"):
+        simulate("Ringleader", problem, times, 0.0)
+    with pytest.raises(ValueError, match=r"steps\[1\]"):
+        rl.Simulator(problem, times, [0.1, math.nan], 10.0)
+    with pytest.raises(ValueError, match=r"noise\[0\]"):
+        rl.Simulator(problem, times, [0.1], 10.0, noise=[-1.0])
+    with pytest.raises(ValueError, match="n"):
+        rl.GradientTable(0, (2,))
+    with pytest.raises(TypeError, match="sim"):
+        rl.malenia("a simulator")  # type: ignore[arg-type]
+    g = np.array([[4.0, 3.0, 2.0], [4.0, np.nan, np.nan]])
+    t = np.arange(3.0)
+    with pytest.raises(ValueError, match="grad_sq"):
+        rl.tail_metric(np.empty((2, 0)))
+    with pytest.raises(ValueError, match="grad_sq"):
+        rl.tail_metric(np.array([1.0, np.inf]))
+    with pytest.raises(ValueError, match="target"):
+        rl.time_to_target(t, g, math.nan)
+    with pytest.raises(ValueError, match="target"):
+        rl.time_to_target(t, g, -1.0)
+    with pytest.raises(ValueError, match="grad_sq"):
+        rl.time_to_target(t, g[:, :2], 1.0)  # one record too few per row
+    with pytest.raises(ValueError, match="times"):
+        rl.time_to_target(t[::-1], g, 1.0)  # not non-decreasing
+    with pytest.raises(ValueError, match="times"):
+        rl.time_to_target(np.array([0.0, np.nan, 2.0]), g, 1.0)

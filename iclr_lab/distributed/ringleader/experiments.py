@@ -30,7 +30,7 @@ import pandas as pd
 from iclr_lab.core.progress import progress
 from iclr_lab.core.report import Claim, Report, timed
 from iclr_lab.core.scales import pick, seed_everything
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
 from iclr_lab.core.worker_data import QuadraticToy
 from iclr_lab.distributed.ringleader.simulator import METHODS, Quadratic, Simulator, run_method
 from iclr_lab.distributed.ringleader.timing import (
@@ -80,7 +80,8 @@ TIME_REGIMES = {
 
 
 def heavy_times(n: int) -> FixedTimes:
-    """The heavy-straggler time model: ``n - 1`` workers at ``HEAVY_FAST`` s, one at ``HEAVY_SLOW``."""
+    """The heavy-straggler time model: ``n - 1`` workers at ``HEAVY_FAST`` s, one at ``HEAVY_SLOW``
+    (``n``: an integer >= 2)."""
     n = check_int("n", n, 2)
     return FixedTimes((HEAVY_FAST,) * (n - 1) + (HEAVY_SLOW,))
 
@@ -127,10 +128,13 @@ SIZES = {
 def make_problem(n: int, dim: int, noise: float, seed: int = 0) -> Quadratic:
     """The chapter's heterogeneous quadratic (``ringleader-eq-quadratic``) for ``n`` workers in
     dimension ``dim``: Hessian eigenvalues log-spaced in ``[MU, L_SMOOTH]``, centres spread by
-    ``SPREAD`` around the optimum, start at distance about ``3 sqrt(dim)`` from it."""
+    ``SPREAD`` around the optimum, start at distance about ``3 sqrt(dim)`` from it.
+
+    ``n`` and ``dim`` are integers >= 1, ``noise`` (the gradient noise's standard deviation) is in
+    [0, inf), and ``seed`` an integer in [0, 2**32 - 1]."""
     toy = QuadraticToy(check_int("dim", dim, 1), check_int("n", n, 1), mu=MU, L=L_SMOOTH,
                        spread=SPREAD, noise=check_range("noise", noise, 0.0),
-                       seed=check_int("seed", seed, 0))
+                       seed=check_seed(seed))
     return Quadratic.from_toy(toy)
 
 
@@ -146,18 +150,56 @@ def naive_floor(problem: Quadratic, times: TimeModel) -> float:
     return float(g @ g)
 
 
+def _records(grad_sq: Any) -> np.ndarray:
+    """``grad_sq`` as a float array of at least one axis, non-empty, each entry finite or NaN (the
+    simulator's mark of a diverged row); else an error naming ``grad_sq``."""
+    arr = np.asarray(check_array("grad_sq", grad_sq, finite=False), dtype=float)
+    if arr.ndim < 1:
+        raise ValueError("grad_sq must have at least one axis (the checkpoints), got a scalar")
+    if np.isinf(arr).any():
+        raise ValueError("grad_sq must hold finite values or NaN (a diverged row), got an inf")
+    return arr
+
+
 def tail_metric(grad_sq: np.ndarray, tail: float = TAIL) -> np.ndarray:
     """Per row, the mean of ``grad_sq`` over the last ``tail`` share of the checkpoints (NaN for a
     row that diverged): the "final" ``||grad f||^2`` of ``ringleader-eq-metric``, averaged so that
-    one noisy checkpoint does not decide it."""
+    one noisy checkpoint does not decide it.
+
+    Args:
+        grad_sq: the records, checkpoints along the last axis (any number of leading axes: rows,
+            seeds), non-empty; a NaN marks a row that diverged and gives NaN.
+        tail: the share of the checkpoints averaged, in (0, 1].
+
+    Raises:
+        TypeError, ValueError: an argument outside the ranges above, naming it.
+    """
+    grad_sq = _records(grad_sq)
     tail = check_range("tail", tail, 0.0, 1.0, low_open=True)
     k = max(1, int(round(tail * (grad_sq.shape[-1] - 1))))
     return np.asarray(grad_sq[..., -k:].mean(axis=-1), dtype=float)
 
 
 def time_to_target(times: np.ndarray, grad_sq: np.ndarray, target: float) -> np.ndarray:
-    """Per row, the first checkpoint time at which ``grad_sq <= target`` (``inf`` if never)."""
-    hit = np.asarray(grad_sq) <= target  # NaN (diverged) compares False
+    """Per row, the first checkpoint time at which ``grad_sq <= target`` (``inf`` if never).
+
+    Args:
+        times: the checkpoint times, a non-empty, finite, non-decreasing 1-D array.
+        grad_sq: the records, ``(..., len(times))``; a NaN (a diverged row) never hits the target.
+        target: the threshold, in [0, inf).
+
+    Raises:
+        TypeError, ValueError: an argument outside the ranges above, naming it.
+    """
+    times = check_array("times", times, ndim=1)
+    if (np.diff(times) < 0).any():
+        raise ValueError("times must be non-decreasing")
+    grad_sq = _records(grad_sq)
+    if grad_sq.shape[-1] != times.size:
+        raise ValueError(f"grad_sq must have one record per time along its last axis "
+                         f"({times.size}), got shape {grad_sq.shape}")
+    target = check_range("target", target, 0.0)
+    hit = grad_sq <= target  # NaN (diverged) compares False
     first = np.argmax(hit, axis=-1)
     return np.where(hit.any(axis=-1), np.asarray(times)[first], np.inf)
 
@@ -220,8 +262,8 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
     is the grid point with the lowest median metric over the seeds (``||grad f||^2`` at the end of
     the main and bias experiments, the time to ``TARGET`` in the stragglers experiment).
     """
+    seed = check_seed(seed)
     size = pick(SIZES, scale)
-    seed = check_int("seed", seed, 0)
     seed_everything(seed)
     n, d = size.n, size.dim
     seeds = [seed + s for s in range(size.seeds)]
@@ -468,11 +510,12 @@ def gantt_chart(method: str = "Ringleader", n: int = 6, p: float = 1.0, noise: b
     """Timeline of every gradient of ``n`` workers with ``tau_i = i^p`` (plus the authors'
     half-normal noise if ``noise``) over six times the slowest worker's time: one bar per gradient,
     coloured by its fate, and a tick above the timeline at every model update
-    (``ringleader-eq-update``)."""
+    (``ringleader-eq-update``). ``n`` is an integer in [2, 16], ``p`` in [0, 3], ``seed`` an
+    integer in [0, 2**32 - 1]."""
     check_choice("method", method, METHODS)
     n = check_int("n", n, 2, 16)
     p = check_range("p", p, 0.0, 3.0)
-    jobs, updates = _gantt_tables((method,), n, p, bool(noise), check_int("seed", seed, 0))
+    jobs, updates = _gantt_tables((method,), n, p, bool(noise), check_seed(seed))
     return _gantt(jobs, updates, f"{method}: {n} workers, tau_i = i^{p:g}")
 
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from iclr_lab.core.validation import check_choice, check_int, check_range
+from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
 from iclr_lab.distributed.ringleader.timing import TimeModel
 
 if TYPE_CHECKING:
@@ -81,8 +81,19 @@ class Quadratic:
     :math:`f_i(x) = \tfrac12 (x - c_i)^\top \mathrm{diag}(\lambda) (x - c_i)`.
 
     The numbers come from :class:`iclr_lab.core.worker_data.QuadraticToy` (:meth:`from_toy`); this
-    class only evaluates them without per-call argument checks, because the simulator calls
-    :meth:`grad` once per gradient, hundreds of thousands of times.
+    class checks them once, when it is built, and evaluates them without per-call argument checks,
+    because the simulator calls :meth:`grad` once per gradient, hundreds of thousands of times.
+
+    Attributes:
+        eigenvalues: the Hessian's diagonal ``lambda``, ``(dim,)``, finite and >= 0.
+        centers: the workers' centres ``c_i``, ``(n_workers, dim)``, finite.
+        x_star: the global optimum, ``(dim,)``, finite.
+        x0: the start, ``(dim,)``, finite.
+        noise: the gradient noise's standard deviation per coordinate, in [0, inf).
+
+    Raises:
+        TypeError, ValueError: a field of the wrong shape, empty, not finite, or out of range,
+            naming the field. The arrays are stored as float arrays.
     """
 
     eigenvalues: np.ndarray
@@ -107,6 +118,17 @@ class Quadratic:
         return int(self.centers.shape[0])
 
     def __post_init__(self) -> None:
+        eig = np.asarray(check_array("eigenvalues", self.eigenvalues, ndim=1), dtype=float)
+        if (eig < 0).any():
+            raise ValueError(f"eigenvalues must be non-negative, got min {float(eig.min()):g}")
+        dim = eig.size
+        centers = np.asarray(check_array("centers", self.centers, shape=(None, dim)), dtype=float)
+        x_star = np.asarray(check_array("x_star", self.x_star, shape=(dim,)), dtype=float)
+        x0 = np.asarray(check_array("x0", self.x0, shape=(dim,)), dtype=float)
+        noise = check_range("noise", self.noise, 0.0)
+        for name, value in (("eigenvalues", eig), ("centers", centers), ("x_star", x_star),
+                            ("x0", x0), ("noise", noise)):
+            object.__setattr__(self, name, value)
         # the centres as row views, so that a gradient does not index the array each time
         object.__setattr__(self, "_rows", list(self.centers))
 
@@ -159,20 +181,26 @@ class Simulator:
     def __init__(self, problem: Problem, times: TimeModel, steps: float | Sequence[float] | np.ndarray,
                  horizon: float, *, seed: int = 0, checkpoints: int = 200, record_jobs: bool = False,
                  diverged: float = 1e8, noise: Sequence[float] | np.ndarray | None = None) -> None:
+        if not all(hasattr(problem, a) for a in ("dim", "n_workers", "noise", "x0", "grad")):
+            raise TypeError(f"problem must be a Problem (dim, n_workers, noise, x0, grad), "
+                            f"got {type(problem).__name__}")
         self.problem = problem
         self.n = check_int("problem.n_workers", problem.n_workers, 1)
+        if not all(hasattr(times, a) for a in ("n", "finish", "rate")):
+            raise TypeError(f"times must be a time model (n, finish, rate), got {type(times).__name__}")
         if times.n != self.n:
             raise ValueError(f"times must describe {self.n} workers (problem.n_workers), got {times.n}")
         self.times = times
         steps_ = np.atleast_1d(np.asarray(steps, dtype=float))
         if steps_.ndim != 1 or not steps_.size:
             raise ValueError(f"steps must be a number or a 1-D sequence, got shape {steps_.shape}")
-        for s in steps_:
-            check_range("step", float(s), 0.0, math.inf, low_open=True)
+        for i, s in enumerate(steps_):
+            check_range("steps" if np.ndim(steps) == 0 else f"steps[{i}]", float(s), 0.0, math.inf,
+                        low_open=True)
         self.steps = steps_
         self._step_col = steps_[:, None].copy()
         self.horizon = check_range("horizon", horizon, 0.0, math.inf, low_open=True)
-        seed = check_int("seed", seed, 0)
+        seed = check_seed(seed)
         self.noise = check_range("problem.noise", problem.noise, 0.0)
         # one noise level per row, as a column (None: problem.noise for every row); a row's
         # noise is level * z, the same product, element by element, as with one level
@@ -182,8 +210,8 @@ class Simulator:
             if levels.shape != steps_.shape:
                 raise ValueError(f"noise must have one value per step size ({steps_.size}), got "
                                  f"shape {levels.shape}")
-            for s in levels:
-                check_range("noise", float(s), 0.0)
+            for i, s in enumerate(levels):
+                check_range(f"noise[{i}]", float(s), 0.0)
             self._levels = levels[:, None].copy()
         self._noisy = bool(self.noise) if self._levels is None else bool(self._levels.any())
         self.dim = check_int("problem.dim", problem.dim, 1)
@@ -453,6 +481,11 @@ class GradientTable:
     """
 
     def __init__(self, n: int, shape: tuple[int, ...]) -> None:
+        """``n`` workers (an integer >= 1), each entry of shape ``shape`` (integers >= 0)."""
+        n = check_int("n", n, 1)
+        if isinstance(shape, int) or not isinstance(shape, tuple):
+            raise TypeError(f"shape must be a tuple of integers, got {type(shape).__name__}")
+        shape = tuple(check_int(f"shape[{i}]", k, 0) for i, k in enumerate(shape))
         self.n = n
         self.mean = np.zeros((n, *shape))
         self.count = np.zeros(n, dtype=np.int64)
@@ -501,6 +534,11 @@ class GradientTable:
 # ------------------------------------------------------------------------------------------------
 
 
+def _check_sim(sim: Any) -> None:
+    if not isinstance(sim, Simulator):
+        raise TypeError(f"sim must be a Simulator, got {type(sim).__name__}")
+
+
 def ringleader(sim: Simulator, restart: str = "current") -> None:
     """Ringleader ASGD (``ringleader-eq-estimator``, ``ringleader-eq-update``).
 
@@ -515,6 +553,7 @@ def ringleader(sim: Simulator, restart: str = "current") -> None:
     (the server's current point, as in the authors' code) or ``"last_sent"`` (the point it last
     received, as in the paper's estimator, where each entry holds gradients at one point).
     """
+    _check_sim(sim)
     check_choice("restart", restart, ("current", "last_sent"))
     keep_going = sim.send if restart == "current" else sim.restart
     n = sim.n
@@ -558,7 +597,9 @@ def malenia(sim: Simulator, min_harmonic: float | None = None) -> None:
     (the authors' stopping rule), or, with ``min_harmonic = S/n``, until also the harmonic mean of
     the counts is at least ``S/n`` (the original rule, ``S = max(ceil(sigma^2/eps), n)``). Then one
     update with ``(1/n) sum_i G_i / b_i``; the gradients still in flight are discarded.
+    ``min_harmonic``: ``None`` or a number in [0, inf).
     """
+    _check_sim(sim)
     if min_harmonic is not None:
         min_harmonic = check_range("min_harmonic", min_harmonic, 0.0)
     n = sim.n
@@ -582,8 +623,9 @@ def rennala(sim: Simulator, batch: int | None = None) -> None:
     finishes first, then one update with their plain average; work in flight is discarded.
 
     Every gradient counts the same, so fast workers weigh more: it is meant for workers that share
-    one data distribution.
+    one data distribution. ``batch``: ``None`` or an integer >= 1.
     """
+    _check_sim(sim)
     batch = sim.n if batch is None else check_int("batch", batch, 1)
     while True:
         total = np.zeros_like(sim.x)
@@ -603,6 +645,7 @@ def ia2sgd(sim: Simulator) -> None:
     """IA²SGD: a table of each worker's *latest* gradient; after it is first filled, every arrival
     replaces its worker's entry and triggers one update with the table's average, and the worker
     is sent the new point. No worker waits, nothing is discarded, but nothing bounds the delays."""
+    _check_sim(sim)
     n = sim.n
     table = GradientTable(n, sim.x.shape)
     for i in range(n):
@@ -623,6 +666,7 @@ def naive_asgd(sim: Simulator) -> None:
     """Asynchronous SGD: every arrival is one update with that gradient alone, and its worker is
     sent the new point. Fast workers update most often, so with different data the iterates are
     pulled towards the fast workers' optimum (``ringleader-eq-naive-fixed``)."""
+    _check_sim(sim)
     for i in range(sim.n):
         sim.send(i)
     while True:
@@ -634,6 +678,7 @@ def naive_asgd(sim: Simulator) -> None:
 def minibatch_sgd(sim: Simulator) -> None:
     """Synchronous minibatch SGD: one gradient from every worker at the current point, then one
     update with their average; a worker that has delivered waits (idle) for the slowest."""
+    _check_sim(sim)
     n = sim.n
     while True:
         total = np.zeros_like(sim.x)
@@ -697,8 +742,13 @@ def simulate(method: str, problem: Problem, time_model: TimeModel, budget: float
     >>> df = simulate("Ringleader", QuadraticToy(5, 4, noise=0.1), fixed_times(4), 200.0, step=0.1)
     >>> bool(df["grad_sq"].iloc[-1] < df["grad_sq"].iloc[0])
     True
+
+    ``budget`` is in (0, inf), ``seed`` an integer in [0, 2**32 - 1], ``step`` a step size in
+    (0, inf) or a sequence of them, ``checkpoints`` an integer >= 1 (see :class:`Simulator`).
     """
     import pandas as pd
+
+    budget = check_range("budget", budget, 0.0, math.inf, low_open=True)
 
     sim = run_method(method, problem, time_model, budget, step, seed=seed, checkpoints=checkpoints,
                      **options)
@@ -709,7 +759,8 @@ def simulate(method: str, problem: Problem, time_model: TimeModel, budget: float
 
 def theory_step(n: int, L: float, eps: float, B: float, sigma: float) -> float:
     """The step size of the paper's theorem, ``min(1/(8 n L), eps B / (10 L sigma^2))``
-    (``ringleader-eq-step``)."""
+    (``ringleader-eq-step``). ``n`` is an integer >= 1, ``L`` and ``eps`` are in (0, inf), ``B``
+    in [1, inf) and ``sigma`` in [0, inf)."""
     n = check_int("n", n, 1)
     L = check_range("L", L, 0.0, math.inf, low_open=True)
     eps = check_range("eps", eps, 0.0, math.inf, low_open=True)

@@ -24,7 +24,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from iclr_lab.core.validation import check_choice, check_int, check_range, check_real
+from iclr_lab.core.validation import check_choice, check_int, check_range, check_seed
 
 __all__ = ["TIME_MODELS", "AuthorsTimes", "ExponentialTimes", "FixedTimes", "OutageTimes",
            "TimeModel", "TimeVaryingTimes", "authors_times", "fixed_times", "make_time_model"]
@@ -148,7 +148,7 @@ class TimeVaryingTimes:
         object.__setattr__(self, "tau", _taus("tau", self.tau))
         check_range("period", self.period, 0.0, math.inf, low_open=True)
         check_range("amplitude", self.amplitude, 0.0, 1.0, high_open=True)
-        phase = tuple(check_real(f"phase[{i}]", p) for i, p in enumerate(self.phase))
+        phase = tuple(check_range(f"phase[{i}]", p) for i, p in enumerate(self.phase))  # finite
         if len(phase) != len(self.tau):
             raise ValueError(f"phase must have one entry per worker ({len(self.tau)}), got {len(phase)}")
         object.__setattr__(self, "phase", phase)
@@ -203,7 +203,7 @@ class OutageTimes:
     def __post_init__(self) -> None:
         object.__setattr__(self, "tau", _taus("tau", self.tau))
         n = len(self.tau)
-        down = tuple(check_int("down", w, 0, n - 1) for w in self.down)
+        down = tuple(check_int(f"down[{i}]", w, 0, n - 1) for i, w in enumerate(self.down))
         object.__setattr__(self, "down", down)
         object.__setattr__(self, "_down", frozenset(down))
         check_range("start", self.start, 0.0)
@@ -227,7 +227,8 @@ class OutageTimes:
 
 def fixed_times(n: int, p: float = 1.0) -> FixedTimes:
     """``tau_i = i^p`` for workers ``i = 1..n`` (0-based index ``i - 1``); ``p = 2`` is the
-    stragglers case, ``p = 0`` makes every worker equally fast."""
+    stragglers case, ``p = 0`` makes every worker equally fast. ``n``: an integer >= 1; ``p``: in
+    [0, 8]."""
     n = check_int("n", n, 1)
     p = check_range("p", p, 0.0, 8.0)
     return FixedTimes(tuple(float(i) ** p for i in range(1, n + 1)))
@@ -235,9 +236,10 @@ def fixed_times(n: int, p: float = 1.0) -> FixedTimes:
 
 def authors_times(n: int, seed: int = 0) -> AuthorsTimes:
     """The authors' time model: base times a seeded random permutation of ``1..n``, noise scale
-    ``sqrt(i)`` for the ``i``-th worker (1-based)."""
+    ``sqrt(i)`` for the ``i``-th worker (1-based). ``n``: an integer >= 1; ``seed``: an integer in
+    [0, 2**32 - 1]."""
     n = check_int("n", n, 1)
-    perm = np.random.default_rng([check_int("seed", seed, 0), 7]).permutation(np.arange(1, n + 1))
+    perm = np.random.default_rng([check_seed(seed), 7]).permutation(np.arange(1, n + 1))
     return AuthorsTimes(tuple(float(t) for t in perm), tuple(math.sqrt(i) for i in range(1, n + 1)))
 
 
@@ -249,8 +251,12 @@ def make_time_model(kind: str, n: int, *, p: float = 1.0, seed: int = 0) -> Time
     * ``time-varying``: power ``(1 + 0.8 sin(2 pi t / P + phi_i)) / tau_i`` with ``P = 50 tau_avg``
       and seeded random phases;
     * ``outage``: fixed times, the slowest worker is down on ``[2 tau_n, 5 tau_n)``.
+
+    ``n`` is an integer >= 1, ``p`` a number in [0, 8], and ``seed`` (read by ``authors`` and
+    ``time-varying``, checked for every kind) an integer in [0, 2**32 - 1].
     """
     check_choice("kind", kind, TIME_MODELS)
+    seed = check_seed(seed)
     base = fixed_times(n, p)
     if kind == "fixed":
         return base
@@ -259,7 +265,7 @@ def make_time_model(kind: str, n: int, *, p: float = 1.0, seed: int = 0) -> Time
     if kind == "exponential":
         return ExponentialTimes(base.tau)
     if kind == "time-varying":
-        phases = np.random.default_rng([check_int("seed", seed, 0), 8]).uniform(0, 2 * math.pi, n)
+        phases = np.random.default_rng([seed, 8]).uniform(0, 2 * math.pi, n)
         return TimeVaryingTimes(base.tau, period=50.0 * float(np.mean(base.tau)), amplitude=0.8,
                                 phase=tuple(float(v) for v in phases))
     slowest = max(base.tau)
