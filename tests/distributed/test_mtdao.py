@@ -12,6 +12,7 @@ import torch
 
 from iclr_lab.core.collective import run_simulated
 from iclr_lab.core.nn import FlatMLP
+from iclr_lab.core.tuning import Tuned
 from iclr_lab.distributed import DESLOC
 from iclr_lab.distributed.mtdao import (
     MTDAO,
@@ -324,12 +325,95 @@ def test_experiment_tables_and_claims_at_smoke_scale(smoke_report):
     assert report.claim("bytes_counted").passed
     tuning = report.tables["tuning"]
     assert tuning.groupby("method")["best"].sum().eq(1).all()
-    assert ex.tuned_local_adam(tuning) in ex.LOCAL_ADAMS
+    assert ex.tuned_local_adam(tuning) in ex.SLOW_ADAMS
+    assert report.claim("runs_finite").passed
     charts = report.charts()
     assert {"gaps", "tuning", "loss_vs_bytes", "loss_vs_time", "variance",
             "anchor_slider"} <= set(charts)
     for chart in charts.values():
         chart.to_dict()
+
+
+def _tuned(name: str, score: float) -> Tuned:
+    return Tuned(name, "lr", 0.01, (0.003, 0.01, 0.03), (score + 1, score, score + 1), 0.01,
+                    False, ())
+
+
+def _claims_on(gaps: dict[str, list[float]], scores: dict[str, float]):
+    """The chapter's claims on made-up held-out gaps (one list per method, one value per seed)."""
+    size = ex._sizes("book")
+    rows = []
+    for m in ex.METHODS:
+        for seed, g in enumerate(gaps.get(m, [0.0, 0.0, 0.0])):
+            rows.append({"method": m, "seed": seed, "lr": 0.01, "gap": g, "train_gap": g,
+                         "test_loss": 0.1 + g, "bytes_parameters": 1.0, "bytes_first_moment": 1.0,
+                         "bytes_second_moment": 1.0, "bytes_gradients": 32.0})
+    tables = {"final": pd.DataFrame(rows),
+              "variance": pd.DataFrame({"rel_error": [0.01]})}
+    tuned = [_tuned(m, scores.get(m, 1.0)) for m in ex.METHODS]
+    claims, acceptance = ex._claims(tables, tuned, size)
+    return {c.name: c for c in claims}, acceptance
+
+
+def test_the_control_is_never_the_reference_and_can_pass():
+    """The control is MT-DAO without its gradient term (a slow beta1), never standard Local Adam,
+    even when standard Local Adam has the lowest validation loss of all (the earlier control, the
+    best of beta1 in {0.9, 0.99, 0.995}, was then the reference itself and could not pass)."""
+    assert ex.LOCAL_ADAM not in ex.SLOW_ADAMS and len(ex.SLOW_ADAMS) == len(ex.MTDAOS)
+    scores = {ex.LOCAL_ADAM: 0.1, ex.LOCAL_ADAM_999: 0.2, ex.MTDAO_99_75: 0.2}
+    gaps = {ex.LOCAL_ADAM: [0.04, 0.05, 0.06], ex.LOCAL_ADAM_999: [0.00, 0.005, 0.01],
+            ex.MTDAO_99_75: [0.03, 0.04, 0.05]}
+    claims, acceptance = _claims_on(gaps, scores)
+    c = claims["mtdao_closes_gap_iid"]
+    assert ex.LOCAL_ADAM_999 in c.control and ex.MTDAO_99_75 in c.statement
+    # the slow Local Adam closes more than half of the gap: the control passes, MT-DAO does not
+    assert c.control_passed and not c.passed
+    assert c.control_per_seed == pytest.approx((-0.02, -0.02, -0.02))
+    assert c.per_seed == pytest.approx((0.01, 0.015, 0.02))
+    assert c.source == "pilot"  # the control was replaced after a run
+    assert list(acceptance["control − half of Local Adam's (< 0?)"]) == pytest.approx([-0.02] * 3)
+    # and both pass when both close the gap: "not discriminating", not "reproduced"
+    gaps[ex.MTDAO_99_75] = [0.0, 0.004, 0.011]
+    c = _claims_on(gaps, scores)[0]["mtdao_closes_gap_iid"]
+    assert c.passed and c.control_passed
+
+
+def test_a_diverged_run_is_named_not_hidden():
+    gaps = {ex.LOCAL_ADAM: [0.04, 0.05, 0.06], ex.MTDAO_NAME: [0.0, math.nan, 0.0]}
+    claims = _claims_on(gaps, {})[0]
+    finite = claims["runs_finite"]
+    assert finite.measured == 1 and not finite.passed
+    assert f"{ex.MTDAO_NAME} (seed 1)" in finite.statement
+    closes = claims["mtdao_closes_gap_iid"]
+    assert math.isnan(closes.measured) and "diverged" in closes.statement
+    # no gap to close: NaN with that reason, not a silent failure
+    claims = _claims_on({ex.LOCAL_ADAM: [0.0, 0.01, 0.0]}, {})[0]
+    closes = claims["mtdao_closes_gap_iid"]
+    assert math.isnan(closes.measured) and "not testable" in closes.statement
+    assert claims["runs_finite"].passed
+
+
+def test_seed_blocks_give_every_nan_its_reason():
+    def entry(b, measured, passed, control=None, control_passed=None):
+        return {"block": b, "seed": 3 * b, "measured": measured, "passed": passed,
+                "control_measured": control, "control_passed": control_passed}
+
+    table = {"claims": {
+        "gap_exists_iid": [entry(0, 0.03, True), entry(1, 0.01, False), entry(2, 0.03, True),
+                           entry(3, None, False)],
+        "runs_finite": [entry(0, 0.0, True), entry(1, 0.0, True), entry(2, 2.0, False),
+                        entry(3, 1.0, False)],
+        "mtdao_closes_gap_iid": [entry(0, -0.01, True, 0.01, False),
+                                 entry(1, None, False, None, False),
+                                 entry(2, None, False, 0.01, False),
+                                 entry(3, None, False, None, False)]}}
+    blocks = ex.seed_blocks(table)
+    assert list(blocks["outcome"]) == ["tested", "not testable", "diverged", "diverged"]
+    assert list(blocks["diverged_runs"]) == [0, 0, 2, 1]
+    assert blocks["mtdao_passes"].tolist() == [True, False, False, False]
+    # the shipped table: one row per block, and every block has an outcome
+    shipped = ex.seed_blocks()
+    assert len(shipped) == 8 and set(shipped["outcome"]) <= {"tested", "not testable", "diverged"}
 
 
 def test_launch_gives_the_tables_of_reproduce():
