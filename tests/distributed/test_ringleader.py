@@ -353,12 +353,95 @@ def test_explorer_and_gantt():
 def test_time_ratios_credit_a_baseline_that_never_arrives_with_the_horizon():
     from iclr_lab.distributed.ringleader.experiments import _time_ratios
 
-    grid = pd.DataFrame({"experiment": "stragglers", "method": ["A", "A", "B", "B"], "seed": [0, 1, 0, 1],
-                         "step": 0.1, "value": [50.0, np.inf, 100.0, np.inf]})
-    tuned = pd.DataFrame({"experiment": ["stragglers"] * 2, "method": ["A", "B"], "step": [0.1, 0.1]})
+    judged = pd.DataFrame({"experiment": "stragglers", "method": ["A", "A", "B", "B"],
+                           "seed": [0, 1, 0, 1], "step": 0.1, "value": [50.0, np.inf, 100.0, np.inf]})
     curves = pd.DataFrame({"time": [0.0, 200.0]})
-    ratios = _time_ratios({"grid": grid, "tuned": tuned, "curves_stragglers": curves}, "A", "B")
+    ratios = _time_ratios({"judged": judged, "curves_stragglers": curves}, "A", "B")
     assert ratios == [0.5, math.inf]  # never reached by either: a failure for A, never a pass
+
+
+def test_tuning_score_credits_a_miss_and_marks_a_divergence():
+    """The tuning objective of a time regime: a row that never reaches the target scores more than
+    the horizon (less the closer it came), a row that diverged scores NaN (the tuning helper's mark
+    of a divergence), and a row that reached it scores its time."""
+    from iclr_lab.distributed.ringleader.experiments import TARGET, _score
+
+    problem = _problem(4, 3, noise=0.0)
+    sim = run_method("Ringleader", problem, fixed_times(4), 40.0, [1e-4, 0.3, 50.0], checkpoints=40)
+    rel = sim.grad_sq / sim.grad_sq[:, :1]
+    assert sim.stopped.tolist() == [False, False, True]
+    score = _score("stragglers", sim)
+    assert score[0] == pytest.approx(40.0 * np.nanmin(rel[0]) / TARGET) and score[0] > 40.0
+    assert 0 < score[1] <= 40.0 and rel[1][sim.checkpoint_times == score[1]][0] <= TARGET
+    assert math.isnan(score[2])
+    assert math.isnan(_score("main", sim)[2])  # a diverged row has no final value either
+
+
+def test_main_half_is_the_main_run_read_at_half_its_horizon():
+    """``beats_malenia_half`` reads the main runs at half the horizon: exactly a run of its own
+    with half the horizon and half the checkpoints (the event loop is causal)."""
+    from iclr_lab.distributed.ringleader.experiments import _judged
+
+    problem = _problem(4, 3, noise=1.0)
+    times = make_time_model("authors", 4, seed=3)
+    full = run_method("Malenia", problem, times, 400.0, [0.01, 0.1], seed=3, checkpoints=40)
+    half = run_method("Malenia", problem, times, 200.0, [0.01, 0.1], seed=3, checkpoints=20)
+    np.testing.assert_array_equal(_judged("main_half", full), _judged("main", half))
+    assert not np.array_equal(_judged("main", full), _judged("main", half))
+
+
+@pytest.fixture(scope="module")
+def smoke() -> rl.Report:
+    return rl.reproduce("smoke", seed=0)
+
+
+def test_steps_are_tuned_on_seeds_disjoint_from_the_judging_seeds(smoke):
+    """Every method and objective is tuned by core.tuning.tune on the same grid, scored on tuning
+    seeds; the judging seeds run the chosen step only, and give what a fresh run at it gives."""
+    from iclr_lab.core.tuning import tuning_seeds
+    from iclr_lab.distributed.ringleader.experiments import SIZES, _judged, _keys
+
+    size = SIZES["smoke"]
+    grid, judged, tuned = smoke.tables["grid"], smoke.tables["judged"], smoke.tables["tuned"]
+    assert set(grid["seed"]) == set(tuning_seeds(0, size.tuning_seeds))
+    assert set(judged["seed"]) == {0, 1} and not set(grid["seed"]) & set(judged["seed"])
+    assert len(smoke.tuning) == len(_keys()) == len(tuned)
+    for t, ((exp, m), row) in zip(smoke.tuning, tuned.set_index(["experiment", "method"]).iterrows(),
+                                  strict=True):
+        assert t.method == f"{m}, {exp}" and set(rl.STEPS) <= set(t.grid)  # the same grid for all
+        assert row["step"] == t.choice
+        g = grid[(grid.experiment == exp) & (grid.method == m)]
+        assert len(g) == len(t.grid) * size.tuning_seeds
+    # a judged value is a fresh run of that method at its tuned step on the judging seed
+    step = float(tuned[(tuned.experiment == "heavy") & (tuned.method == "Ringleader")]["step"].iloc[0])
+    from iclr_lab.distributed.ringleader.experiments import heavy_times
+
+    sim = run_method("Ringleader", make_problem(size.n, size.dim, 10.0, 1), heavy_times(size.n),
+                     size.horizon_heavy, step, seed=1, checkpoints=size.checkpoints_heavy)
+    value = judged[(judged.experiment == "heavy") & (judged.method == "Ringleader") & (judged.seed == 1)]
+    assert value["value"].iloc[0] == _judged("heavy", sim)[0]
+
+
+def test_beats_malenia_is_a_paired_test_whose_null_fails_and_whose_control_can_pass(smoke):
+    """The claim was a ratio <= 1, which Malenia against itself passes (ratio 1). It is now the
+    paired difference Ringleader - Malenia, judged strictly below 0 with its t interval; the
+    control IA²SGD - Malenia goes through the same test, and it can pass."""
+    from iclr_lab.core.report import Claim
+
+    j = smoke.tables["judged"]
+    for name, exp in (("beats_malenia", "main"), ("beats_malenia_half", "main_half")):
+        c = smoke.claim(name)
+        v = {m: j[(j.experiment == exp) & (j.method == m)].sort_values("seed")["value"].to_numpy()
+             for m in ("Ringleader", "Malenia", "IA²SGD")}
+        assert c.op == "<" and c.threshold == 0.0 and c.interval is not None
+        np.testing.assert_array_equal(c.per_seed, v["Ringleader"] - v["Malenia"])
+        np.testing.assert_array_equal(c.control_per_seed, v["IA²SGD"] - v["Malenia"])
+    null = Claim.paired("null", "Malenia against itself", [0.02, 0.03, 0.01], [0.02, 0.03, 0.01],
+                        0.0, "<", no_control="a test")
+    assert not null.passed
+    better = Claim.paired("c", "a control clearly below Malenia", [0.01, 0.02, 0.005],
+                          [0.02, 0.03, 0.01], 0.0, "<", no_control="a test")
+    assert better.passed  # so the chapter's control is able to pass
 
 
 def test_heavy_straggler_regime_is_the_papers_case_for_the_time_claims():
