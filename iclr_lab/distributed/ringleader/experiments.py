@@ -456,8 +456,8 @@ def _time_ratios(tables: dict[str, pd.DataFrame], a: str, b: str,
 
 def _claims(tables: dict[str, pd.DataFrame], floors: np.ndarray, n: int,
             tuned: list[Tuned]) -> list[Claim]:
-    def tuned_values(exp: str, m: str) -> np.ndarray:
-        return _tuned_values(tables, exp, m)
+    def tuned_values(exp: str, m: str) -> list[float]:
+        return [float(v) for v in _tuned_values(tables, exp, m)]
 
     time_claims = []
     expect = {("heavy", "ia2"): False, ("heavy", "mb"): True,
