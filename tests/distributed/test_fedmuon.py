@@ -264,3 +264,132 @@ def test_the_training_loops_take_a_diverged_iterate_as_it_is():
     x, m = [torch.full((2, 2), float("inf"))], [torch.zeros(2, 2)]
     fedmuon.local_lmo_steps(x, m, lambda z, k: [z[0]], 1, 0.5, 0.1)
     assert not torch.isfinite(x[0]).all()
+
+
+# ---- the claims' controls and the tuning (experiments.py) --------------------------------------
+
+def _tuned(best: dict[str, float]):
+    """One Tuned per tuned method whose best tuning score is ``best[name]``."""
+    from iclr_lab.core.tuning import Tuned
+
+    return [Tuned(name, "lr", 0.1, (0.03, 0.1, 0.3), (1.0, score, float("inf")), 0.1, False, ())
+            for name, score in best.items()]
+
+
+def _tables(loss: dict[tuple[str, float], list[float]], acc: dict[tuple[str, float], list[float]]):
+    """The tables `_claims` reads: a trivial toy and one `final` row per method, concentration and
+    seed (three seeds)."""
+    import pandas as pd
+
+    from iclr_lab.distributed.fedmuon import experiments as ex
+
+    rows = [{"method": m, "dirichlet": a, "lr": 0.1, "seed": s, "final_loss": loss[(m, a)][s],
+             "test_acc": acc[(m, a)][s], "bytes": 0}
+            for (m, a) in loss for s in range(3)]
+    toy = pd.DataFrame([{"round": r, "ratio": 1.0, "method": m, "noise": n, "seed": 0}
+                        for r in (0, 1) for m in (ex.FEDMUON, ex.LOCALMUON) for n in (0.0, 0.1)])
+    toy_ns = pd.DataFrame([{"round": r, "ratio": 1.0, "T": t} for r in (0, 1)
+                           for t in ("T = 0", "exact (SVD)")])
+    return {"final": pd.DataFrame(rows), "toy": toy, "toy_ns": toy_ns}
+
+
+def test_strongest_baseline_leaves_out_what_it_is_told_and_checks_its_names():
+    from iclr_lab.distributed.fedmuon import experiments as ex
+
+    tuned = _tuned({ex.FEDMUON: 0.001, ex.LOCALMUON: 0.01, ex.SCAFFOLD: 0.05, ex.ADAM: 0.02})
+    assert ex.strongest_baseline(tuned) == ex.LOCALMUON  # FedMuon is not a baseline
+    assert ex.strongest_baseline(tuned, exclude=(ex.LOCALMUON,)) == ex.ADAM
+    assert ex.strongest_baseline(tuned, exclude=ex.LOCALMUON) == ex.ADAM  # one name as a string
+    with pytest.raises(ValueError, match=r"exclude\[0\]"):
+        ex.strongest_baseline(tuned, exclude=(ex.FEDMUON,))
+    with pytest.raises(ValueError, match="exclude must leave"):
+        ex.strongest_baseline(tuned, exclude=ex.BASELINES)
+    with pytest.raises(ValueError, match="tuned has no result"):
+        ex.strongest_baseline(tuned[:2])
+
+
+def test_the_control_of_beating_the_baselines_is_not_compared_with_itself():
+    # LocalMuon is the strongest baseline by the tuning score: the control (LocalMuon in FedMuon's
+    # place) is compared with the strongest baseline other than itself (FedAvg-Adam here), not with
+    # itself (a difference of 0 at every seed, which fails by construction), and it can pass
+    from iclr_lab.distributed.fedmuon import experiments as ex
+
+    het, iid = ex.ALPHAS
+    loss = {(ex.FEDMUON, het): [0.10, 0.11, 0.12], (ex.LOCALMUON, het): [0.20, 0.21, 0.23],
+            (ex.SCAFFOLD, het): [0.50, 0.52, 0.55], (ex.ADAM, het): [0.40, 0.40, 0.42]}
+    loss |= {(m, iid): list(v) for (m, _), v in loss.items()}
+    acc = {k: [0.9, 0.9, 0.9] for k in loss}
+    acc[(ex.LOCALMUON, het)] = [0.95, 0.96, 0.96]
+    tuned = _tuned({ex.FEDMUON: 0.001, ex.LOCALMUON: 0.01, ex.SCAFFOLD: 0.05, ex.ADAM: 0.02})
+    claims = {c.name: c for c in ex._claims(_tables(loss, acc), tuned)}
+    lo = claims["beats_baselines_loss"]
+    assert lo.per_seed == pytest.approx([-0.10, -0.10, -0.11])       # FedMuon - LocalMuon
+    assert lo.control_per_seed == pytest.approx([-0.20, -0.19, -0.19])  # LocalMuon - FedAvg-Adam
+    assert lo.passed and lo.control_passed  # the control can pass: the test does not separate them
+    ac = claims["beats_baselines_accuracy"]
+    assert ac.per_seed == pytest.approx([-0.05, -0.06, -0.06])
+    assert ac.control_per_seed == pytest.approx([0.05, 0.06, 0.06])
+    assert not ac.passed and ac.control_passed
+    assert ex.ADAM in lo.control and ex.ADAM in ac.control
+    # with SCAFFOLD the strongest baseline, method and control face the same baseline
+    tuned = _tuned({ex.FEDMUON: 0.001, ex.LOCALMUON: 0.03, ex.SCAFFOLD: 0.01, ex.ADAM: 0.02})
+    lo = {c.name: c for c in ex._claims(_tables(loss, acc), tuned)}["beats_baselines_loss"]
+    assert lo.per_seed == pytest.approx([-0.40, -0.41, -0.43])
+    assert lo.control_per_seed == pytest.approx([-0.30, -0.31, -0.32])
+
+
+def test_the_heterogeneity_claim_is_a_paired_difference_with_no_infinite_branch():
+    # LocalMuon ends below FedMuon on near-IID data and a hair above it under skew: the old ratio
+    # of gaps read this as infinite; the paired difference is the small positive number it is
+    from iclr_lab.distributed.fedmuon import experiments as ex
+
+    het, iid = ex.ALPHAS
+    loss = {(ex.FEDMUON, het): [0.100, 0.100, 0.100], (ex.LOCALMUON, het): [0.101, 0.102, 0.101],
+            (ex.SCAFFOLD, het): [0.3, 0.3, 0.3], (ex.ADAM, het): [0.2, 0.2, 0.2],
+            (ex.FEDMUON, iid): [0.010, 0.010, 0.010], (ex.LOCALMUON, iid): [0.009, 0.008, 0.009],
+            (ex.SCAFFOLD, iid): [0.05, 0.05, 0.05], (ex.ADAM, iid): [0.02, 0.03, 0.02]}
+    acc = {k: [0.9, 0.9, 0.9] for k in loss}
+    tuned = _tuned({ex.FEDMUON: 0.001, ex.LOCALMUON: 0.01, ex.SCAFFOLD: 0.05, ex.ADAM: 0.02})
+    h = {c.name: c for c in ex._claims(_tables(loss, acc), tuned)}["heterogeneity"]
+    assert h.per_seed == pytest.approx([0.002, 0.004, 0.002])
+    assert h.measured == pytest.approx(0.002)
+    # the control (FedAvg-Adam in FedMuon's place) is the same difference
+    assert h.control_per_seed == pytest.approx([(0.101 - 0.2) - (0.009 - 0.02),
+                                                (0.102 - 0.2) - (0.008 - 0.03),
+                                                (0.101 - 0.2) - (0.009 - 0.02)])
+
+
+def test_every_grid_is_refined_around_its_choice(monkeypatch):
+    # stand-in training runs whose final loss is a bowl in log(lr) around 0.2 for every method,
+    # infinite (diverged) above 0.5 for SCAFFOLD alone: every method's grid gains the geometric
+    # midpoints to both neighbours of its choice, not only SCAFFOLD's
+    import numpy as np
+    import pandas as pd
+
+    from iclr_lab.distributed.fedmuon import experiments as ex
+
+    def fake_run_all(methods, setup, seed):
+        out = []
+        for m in methods:
+            loss = float(np.log(m.lr / 0.2) ** 2)
+            if m.name == ex.SCAFFOLD and m.lr > 0.5:
+                loss = float("inf")
+            out.append(pd.DataFrame({"method": m.name, "round": [0, 1], "loss": [9.0, loss],
+                                     "test_acc": 0.5, "bytes": 0}).assign(
+                                         lr=m.lr, dirichlet=setup.dirichlet, seed=seed))
+        return out
+
+    monkeypatch.setattr(ex, "_run_all", fake_run_all)
+    tuned, table = ex._tune_all(ex._sizes("book"), 0)
+    by = {t.method: t for t in tuned}
+    # on the five-point grids the best point is 0.3; the refinement adds sqrt(0.1 * 0.3) = 0.173,
+    # closer to 0.2, and sqrt(0.3 * 1) = 0.548: unrefined, FedMuon and LocalMuon would stay at 0.3
+    for name in (ex.FEDMUON, ex.LOCALMUON, ex.SCAFFOLD):
+        assert by[name].choice == pytest.approx(np.sqrt(0.03))
+        assert any(v == pytest.approx(np.sqrt(0.3)) for v in by[name].grid)
+        # SCAFFOLD's 0.3 sits next to its diverged 1.0: the tuner's midpoint 0.548 comes first
+        assert len(by[name].grid) == (8 if name == ex.SCAFFOLD else 7)
+    # FedAvg-Adam's grid (0.001-0.1) is extended to 1/3 at its edge, then refined around it
+    assert np.sqrt(0.1 / 3) == pytest.approx(by[ex.ADAM].grid[5])
+    assert by[ex.ADAM].choice == pytest.approx(np.sqrt(0.1 / 3))
+    assert {round(v, 9) for v in table["lr"]} == {round(v, 9) for t in tuned for v in t.grid}
