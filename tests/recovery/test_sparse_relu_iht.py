@@ -15,6 +15,7 @@ from iclr_lab.recovery.sparse_relu_iht import (
     iht,
     imp,
     imp_rounds,
+    imp_sweep,
     least_squares,
     omp,
     phase_grid_chart,
@@ -23,7 +24,7 @@ from iclr_lab.recovery.sparse_relu_iht import (
     relu_net,
     reproduce,
 )
-from iclr_lab.recovery.sparse_relu_iht.experiments import _rate
+from iclr_lab.recovery.sparse_relu_iht.experiments import _binomial_bar, _rate
 
 
 def _planted(n: int = 120, seed: int = 0):
@@ -177,6 +178,55 @@ def test_imp_one_shot_trains() -> None:
     assert q.losses[-1] < float(np.mean(P.y**2))
 
 
+@pytest.mark.parametrize("pf", [0.1, None])
+def test_imp_sweep_equals_one_run_per_sparsity(pf: float | None) -> None:
+    # the shared rounds are trained once; every s still gets imp's numbers bit for bit
+    P = planted_mlp(150, 6, 3, 4, np.random.default_rng(10))
+    ss = [9, 2, 5]
+    swept = imp_sweep(P.X, P.y, 3, ss, epochs=4, lr=1e-2, prune_fraction=pf, seed=3)
+    for s, q in zip(ss, swept, strict=True):
+        phases = len(imp_rounds(18, s, pf)) + 1
+        one = imp(P.X, P.y, 3, s, budget=4 * phases, lr=1e-2, prune_fraction=pf, seed=3)
+        assert np.array_equal(q.W, one.W) and np.array_equal(q.v, one.v)
+        assert q.losses == one.losses and q.steps == one.steps == 4 * phases
+        assert q.rounds == one.rounds and np.count_nonzero(q.W) <= s
+
+
+def test_imp_sweep_trains_the_shared_rounds_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from iclr_lab.recovery.sparse_relu_iht import method
+
+    calls = []
+    real = method._mse_grads
+    monkeypatch.setattr(method, "_mse_grads", lambda *a: calls.append(1) or real(*a))
+    P = planted_mlp(80, 6, 3, 4, np.random.default_rng(11))
+    phases = len(imp_rounds(18, 2, 0.1)) + 1  # 18 -> 16, 14, 12, 10, 9, ... -> 2
+    # s = 11 follows the path to s = 2 until its last round, clipped to 11 (not 10): only its
+    # final ticket is trained on top of that path
+    imp_sweep(P.X, P.y, 3, [11, 2], epochs=2, lr=1e-2, seed=0)
+    assert len(calls) == 2 * (phases + 1)
+    # s = 9 is a count of the path itself: nothing more to train
+    calls.clear()
+    imp_sweep(P.X, P.y, 3, [9, 2], epochs=2, lr=1e-2, seed=0)
+    assert len(calls) == 2 * phases
+
+
+def test_imp_gradients_are_autograds() -> None:
+    import torch
+
+    from iclr_lab.recovery.sparse_relu_iht.method import _mse_grads
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(40, 5, generator=g, dtype=torch.float64)
+    y = torch.randn(40, generator=g, dtype=torch.float64)
+    u = torch.randn(5, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(3, generator=g, dtype=torch.float64, requires_grad=True)
+    mask = (torch.rand(5, 3, generator=g) > 0.4).double()
+    loss = torch.mean((torch.relu(X @ (u * mask)) @ v - y) ** 2)
+    loss.backward()
+    gu, gv = _mse_grads(X, y, u.detach(), v.detach(), mask)
+    assert torch.equal(gu, u.grad) and torch.equal(gv, v.grad)
+
+
 # ------------------------------------------------------------------ bad input
 
 
@@ -206,6 +256,14 @@ def test_bad_arguments_name_the_parameter() -> None:
         imp(P.X, P.y, 5, 5, budget=1)
     with pytest.raises(ValueError, match="prune_fraction"):
         imp_rounds(100, 10, 1.5)
+    bad = P.X.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="X must be finite"):
+        imp(bad, P.y, 5, 5, budget=100)
+    with pytest.raises(ValueError, match="epochs"):
+        imp_sweep(P.X, P.y, 5, [5], epochs=0)
+    with pytest.raises(ValueError, match="ss"):
+        imp_sweep(P.X, P.y, 5, [5, 101], epochs=1)
 
 
 # ------------------------------------------------------------------ the chapter's pieces
@@ -224,26 +282,59 @@ def smoke() -> Report:
 
 def test_smoke_report(smoke: Report) -> None:
     names = {c.name for c in smoke.claims}
-    assert {"iht_recovers", "grid_fraction", "digits_vs_imp", "linearisation"} <= names
+    assert {"iht_recovers_below_count", "iht_transition", "grid_fraction", "digits_vs_imp",
+            "linear_rate", "linearisation"} == names
     assert smoke.claim("linearisation").measured < 1e-12
     assert set(smoke.charts()) == {"recovery", "error_sweep", "grid", "digits"}
     for table in smoke.tables.values():
         assert len(table) < 5000
+    # every paper claim has a control or a reason for having none
+    for c in smoke.claims:
+        if c.kind == "paper":
+            assert bool(c.control) != bool(c.no_control)
+    assert {t.method.split(" (")[0] for t in smoke.tuning} == {"IMP, 10 % per round",
+                                                               "IMP, one shot"}
 
 
 def test_smoke_tables_and_numbers(smoke: Report) -> None:
     from iclr_lab.recovery.sparse_relu_iht import numbers
 
     grid = smoke.tables["grid"]
-    assert (grid[grid["method"].str.startswith("IHT")]["dense_params"] == 0).all()
-    assert (grid[grid["method"].str.startswith("IMP")]["dense_params"] > 0).all()
+    iht_rows = grid[grid["method"].str.startswith("IHT")]
+    imp_rows = grid[grid["method"].str.startswith("IMP")]
+    assert (iht_rows["dense_params"] == 0).all() and (imp_rows["dense_params"] > 0).all()
+    # IMP runs on the same seeds and cells as IHT, at its tuned rate
+    cells = ["seed", "m", "s"]
+    for _name, g in imp_rows.groupby("method"):
+        assert g[cells].sort_values(cells).to_numpy().tolist() == iht_rows[cells].sort_values(
+            cells).to_numpy().tolist()
+        assert g["lr"].nunique() == 1
     num = numbers(smoke)
     assert num["imp_any_grid_max_psnr"] == max(num["imp_grid_max_psnr"],
                                                num["oneshot_grid_max_psnr"])
     dig = smoke.tables["digits"]
     imp_row = dig[dig["method"] == "IMP, 10 % per round"].iloc[0]
-    assert num["digit_imp_steps_per_phase"] * (imp_row["rounds"] + 1) <= num["digit_budget"]
+    # the paper's protocol: as many epochs in every phase as IHT runs outer steps
+    assert imp_row["evals"] == imp_row["epochs"] * (imp_row["rounds"] + 1)
     assert 0 <= num["digits_oneshot_one_class"] <= num["digits_runs_per_method"]
+    assert num["claim_bar"] == _binomial_bar(int(num["trials"]))
+
+
+def test_recovery_bar_is_the_binomial_five_percent_bar() -> None:
+    """20 of 30 is the smallest count that a recovery rate of 1/2 reaches with probability <= 5 %."""
+    from scipy.stats import binom
+
+    from iclr_lab.recovery.sparse_relu_iht.experiments import LEVEL, SIZES
+
+    book = SIZES["book"]
+    bar = _binomial_bar(book.trials)
+    assert bar == 20 and book.trials == 30
+    assert binom.sf(bar - 1, book.trials, 0.5) <= LEVEL < binom.sf(bar - 2, book.trials, 0.5)
+    for t in (5, 10, 31, 100):
+        k = _binomial_bar(t)
+        assert binom.sf(k - 1, t, 0.5) <= 0.05 < binom.sf(k - 2, t, 0.5)
+    assert _binomial_bar(4) == 5  # 4 of 4 has probability 1/16 > 5 %: no count is rare enough
+    assert book.claim_n < 20 * 5  # judged below the parameter count d m
 
 
 def test_ledger_formula() -> None:

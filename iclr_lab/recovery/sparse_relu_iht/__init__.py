@@ -5,7 +5,7 @@ arXiv 2509.20323). The chapter is ``book/recovery/sparse_relu_iht.md``. The pack
 
 * :mod:`~iclr_lab.recovery.sparse_relu_iht.method`: what a user imports: the planted network
   (:func:`planted_mlp`), the sensing operator applied block by block (:class:`SensingOperator`),
-  :func:`iht`, and the baselines :func:`least_squares`, :func:`omp` and :func:`imp`;
+  :func:`iht`, and the baselines :func:`least_squares`, :func:`omp`, :func:`imp` and :func:`imp_sweep`;
 * :mod:`~iclr_lab.recovery.sparse_relu_iht.experiments`: the chapter's :func:`reproduce`, its
   claims, charts and explorer.
 """
@@ -28,6 +28,7 @@ from iclr_lab.recovery.sparse_relu_iht.method import (
     iht,
     imp,
     imp_rounds,
+    imp_sweep,
     least_squares,
     omp,
     planted_mlp,
@@ -47,6 +48,7 @@ __all__ = [
     "iht",
     "imp",
     "imp_rounds",
+    "imp_sweep",
     "least_squares",
     "numbers",
     "omp",

@@ -3,18 +3,22 @@
 * Experiment 1 (recovery below the parameter count): planted networks with ``m = 5`` neurons of two
   nonzeros each on disjoint inputs (``d = 20``, ``s = 10``) and the planted activation patterns as
   generators, so ``A`` has ``d m = 100`` columns. IHT against least squares and OMP on the stored
-  ``A``, for ``n`` below 100;
+  ``A``, 30 planted networks for each ``n`` below and at 100; the recovery claim is judged at
+  ``n = 70``, below the count, with a binomial bar;
 * Experiment 2 (the phase-transition grid): IHT with random generators and the sequential pattern
   update on planted networks of the authors' design (``d = 50``, ``n = 5000``), on a fixed
-  3 x 4 subgrid of (width ``m``, nonzeros ``s``); IMP on the same grid;
-* Experiment 3 (digits, even against odd): IHT against IMP (10 % per round, and one shot) with an
-  equal gradient budget and a three-point learning-rate grid for IMP.
+  3 x 4 subgrid of (width ``m``, nonzeros ``s``); IMP on the same networks and seeds, trained as the
+  authors' runner trains it (as many full-batch epochs in every round as IHT runs outer steps), its
+  learning rate tuned on a tuning seed;
+* Experiment 3 (digits, even against odd): IHT against IMP under the same protocol, IMP's learning
+  rate tuned on the validation split of a tuning seed.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,9 +26,10 @@ import numpy as np
 
 from iclr_lab.core.validation import check_int
 from iclr_lab.recovery.sparse_relu_iht.method import (
+    PlantedMLP,
     SensingOperator,
     iht,
-    imp,
+    imp_sweep,
     least_squares,
     omp,
     planted_mlp,
@@ -36,6 +41,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from iclr_lab.core.report import Claim, Report
+    from iclr_lab.core.tuning import Tuned
 
 __all__ = ["SIZES", "charts", "explorer", "numbers", "phase_grid", "phase_grid_chart", "reproduce"]
 
@@ -49,8 +55,19 @@ ONESHOT = "IMP, one shot"
 EXACT = 1e-6
 #: a grid cell counts as recovered at this PSNR (the paper's heat maps; the spec's A2)
 PSNR_OK = 100.0
-#: IMP's learning-rate grid (Adam), fixed before any run; the authors' code uses 1e-3
+#: the grid claim's bar. The spec's A2 asks for 0.4 of its full 5 x 6 grid (m up to 20, s from 1
+#: to 50); the chapter's first version set 0.3 for its 3 x 4 subgrid, which leaves out the easiest
+#: cells (m = 1, s = 1), without recording why, so the claim is "pilot"
+GRID_BAR = 0.3
+#: IMP's learning-rate grid (Adam), fixed before any run; the authors' code uses 1e-3 (its default)
 LRS = (1e-3, 1e-2, 1e-1)
+IMP_DEFAULT_LR = 1e-3
+#: the recovery claim: a count that a recovery rate of NULL_RATE reaches with probability at most
+#: LEVEL (one-sided binomial test), so that passing rejects "IHT recovers at most half"
+NULL_RATE = 0.5
+LEVEL = 0.05
+#: the digits claim: IHT's accuracy may trail the better IMP variant's by at most this (points)
+DIGIT_MARGIN = -2.0
 
 
 def _colors() -> dict[str, str]:
@@ -71,32 +88,54 @@ class _Sizes:
 
     ns: tuple[int, ...]  # sample sizes of Experiment 1
     trials: int  # planted networks per sample size (Experiment 1)
-    steps: int  # IHT outer steps (Experiments 1 and 2)
+    claim_n: int  # the sample size below the parameter count at which recovery is judged
+    transition_n: int  # the sample size of the transition check
+    steps: int  # IHT outer steps (Experiments 1 and 2), and IMP's epochs per round (Experiment 2)
     grid_ms: tuple[int, ...]  # widths of the phase-transition subgrid
     grid_ss: tuple[int, ...]  # nonzeros of the subgrid
     grid_n: int  # samples of Experiment 2
     grid_d: int  # input dimension of Experiment 2
-    grid_seeds: int  # seeds of Experiment 2 (IHT); IMP runs on the base seed
+    grid_seeds: int  # seeds of Experiment 2 (IHT and IMP)
     digit_ss: tuple[int, ...]  # nonzeros of Experiment 3
     digit_width: int  # neurons of Experiment 3
-    digit_steps: int  # IHT outer steps of Experiment 3
+    digit_steps: int  # IHT outer steps of Experiment 3, and IMP's epochs per round there
     digit_seeds: int  # seeds of Experiment 3
+    tune_seeds: int  # tuning seeds for IMP's learning rate (Experiments 2 and 3)
 
 
 SIZES = {
-    "smoke": _Sizes(ns=(30, 100), trials=3, steps=8, grid_ms=(2, 5), grid_ss=(2, 5), grid_n=400,
-                    grid_d=10, grid_seeds=1, digit_ss=(10,), digit_width=5, digit_steps=3,
-                    digit_seeds=1),
-    "book": _Sizes(ns=(30, 50, 70, 100), trials=10, steps=15, grid_ms=(2, 5, 10),
-                   grid_ss=(2, 5, 10, 20), grid_n=5000, grid_d=50, grid_seeds=3,
-                   digit_ss=(10, 20, 50), digit_width=20, digit_steps=20, digit_seeds=3),
-    "paper": _Sizes(ns=(30, 50, 70, 100, 150, 200), trials=30, steps=15, grid_ms=(2, 5, 10),
-                    grid_ss=(2, 5, 10, 20), grid_n=5000, grid_d=50, grid_seeds=10,
-                    digit_ss=(10, 20, 50, 100), digit_width=20, digit_steps=20, digit_seeds=10),
+    "smoke": _Sizes(ns=(30, 70), trials=5, claim_n=70, transition_n=30, steps=8, grid_ms=(2, 5),
+                    grid_ss=(2, 5), grid_n=400, grid_d=10, grid_seeds=1, digit_ss=(10,),
+                    digit_width=5, digit_steps=3, digit_seeds=1, tune_seeds=1),
+    "book": _Sizes(ns=(30, 50, 70, 100), trials=30, claim_n=70, transition_n=50, steps=15,
+                   grid_ms=(2, 5, 10), grid_ss=(2, 5, 10, 20), grid_n=5000, grid_d=50,
+                   grid_seeds=3, digit_ss=(10, 20, 50), digit_width=20, digit_steps=20,
+                   digit_seeds=3, tune_seeds=1),
+    "paper": _Sizes(ns=(30, 50, 70, 100, 150, 200), trials=100, claim_n=70, transition_n=50,
+                    steps=15, grid_ms=(2, 5, 10), grid_ss=(2, 5, 10, 20), grid_n=5000,
+                    grid_d=50, grid_seeds=10, digit_ss=(10, 20, 50, 100), digit_width=20,
+                    digit_steps=20, digit_seeds=10, tune_seeds=2),
 }
 
 REFINE = 10  # support steps per outer step, the authors' value for the MLP tasks
 D1, M1, K1 = 20, 5, 2  # Experiment 1: inputs, neurons, nonzeros per neuron
+
+
+def _binomial_bar(trials: int, rate: float = NULL_RATE, level: float = LEVEL) -> int:
+    """The smallest count ``k`` with ``P(Bin(trials, rate) >= k) <= level``: recovering ``k`` or
+    more of ``trials`` networks rejects "the recovery rate is at most ``rate``" at ``level``
+    (one-sided). ``trials + 1`` when no count is rare enough (too few trials)."""
+    from iclr_lab.core.validation import check_range
+
+    trials = check_int("trials", trials, 1)
+    rate = check_range("rate", rate, 0.0, 1.0, low_open=True, high_open=True)
+    level = check_range("level", level, 0.0, 1.0, low_open=True, high_open=True)
+    tail = 0.0
+    for k in range(trials, -1, -1):  # tail = P(X >= k), accumulated from the top
+        tail += math.comb(trials, k) * rate**k * (1 - rate) ** (trials - k)
+        if tail > level:
+            return k + 1
+    return 0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -171,7 +210,12 @@ def _recovery(sz: _Sizes, seed: int) -> dict[str, pd.DataFrame]:
         exact=("exact", "sum"), trials=("exact", "size"),
         median_error=("error", "median")).reset_index()
     summary["exact"] = summary["exact"].astype(int)
-    return {"recovery_runs": runs_df, "recovery": summary, "error_curves": pd.DataFrame(curves)}
+    summary["claim"] = summary["n"] == sz.claim_n  # the sample size the recovery claim judges
+    # the mean over planted networks of log10(error), per n, method and evaluation (the sweep
+    # chart's line; the per-network table would be 30 times longer than a chart should embed)
+    cur = pd.DataFrame(curves).groupby(["n", "method", "evals"], sort=False)["log10_error"]
+    mean_curves = cur.mean().reset_index()
+    return {"recovery_runs": runs_df, "recovery": summary, "error_curves": mean_curves}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -179,11 +223,18 @@ def _recovery(sz: _Sizes, seed: int) -> dict[str, pd.DataFrame]:
 # ----------------------------------------------------------------------------------------------
 
 
+def _cells(ms: Sequence[int], ss: Sequence[int], n: int, d: int, seed: int,
+           diagonal: bool = False) -> list[tuple[int, int, PlantedMLP]]:
+    """The planted network of every cell ``(m, s)`` with ``s <= d m`` (only those with ``s = m``
+    if ``diagonal``), drawn from ``(seed, m, s)``: the same network for IHT and for IMP."""
+    return [(m, s, planted_mlp(n, d, m, s, np.random.default_rng([seed, 2, m, s])))
+            for m in ms for s in ss if s <= d * m and (s == m or not diagonal)]
+
+
 def phase_grid(ms: Sequence[int], ss: Sequence[int], *, n: int, d: int, seed: int,
-               steps: int = 15, refine: int = REFINE, update_patterns: bool = True,
-               with_imp: bool = False) -> list[dict[str, Any]]:
-    """PSNR of IHT (and, if ``with_imp``, of both IMP variants with the same gradient budget and
-    Adam's learning rate 1e-2) on one planted network per cell ``(m, s)`` of the grid.
+               steps: int = 15, refine: int = REFINE,
+               update_patterns: bool = True) -> list[dict[str, Any]]:
+    """PSNR of IHT on one planted network per cell ``(m, s)`` of the grid.
 
     The planted network of a cell is the authors' design
     (:func:`~iclr_lab.recovery.sparse_relu_iht.method.planted_mlp`, ``per_neuron=None``);
@@ -195,36 +246,67 @@ def phase_grid(ms: Sequence[int], ss: Sequence[int], *, n: int, d: int, seed: in
     steps = check_int("steps", steps, 1)
     refine = check_int("refine", refine, 0)
     rows = []
-    for m in ms:
-        for s in ss:
-            if s > d * m:
-                continue
-            P = planted_mlp(n, d, m, s, np.random.default_rng([seed, 2, m, s]))
-            r = iht(P.X, P.y, s, width=m, steps=steps, refine=refine,
-                    update_patterns=update_patterns, seed=seed)
-            rows.append({"seed": seed, "m": m, "s": s, "method": IHT,
-                         "psnr": psnr(P.y, r.predict(P.X)), "stored": r.nonzeros,
-                         "dense_params": 0, "floats": r.working_floats})  # IHT holds no dense net
-            if with_imp:
-                budget = steps * (1 + refine)
-                for name, pf in ((IMP, 0.1), (ONESHOT, None)):
-                    q = imp(P.X, P.y, m, s, budget=budget, lr=1e-2, prune_fraction=pf, seed=seed)
-                    rows.append({"seed": seed, "m": m, "s": s, "method": name,
-                                 "psnr": psnr(P.y, q.predict(P.X)), "stored": q.nonzeros,
-                                 "dense_params": q.dense_params, "floats": q.working_floats})
+    for m, s, P in _cells(ms, ss, n, d, seed):
+        r = iht(P.X, P.y, s, width=m, steps=steps, refine=refine,
+                update_patterns=update_patterns, seed=seed)
+        rows.append({"seed": seed, "m": m, "s": s, "method": IHT, "lr": math.nan, "epochs": 0,
+                     "psnr": psnr(P.y, r.predict(P.X)), "stored": r.nonzeros,
+                     "dense_params": 0, "floats": r.working_floats})  # IHT holds no dense net
     return rows
 
 
-def _grid(sz: _Sizes, seed: int) -> pd.DataFrame:
+def _imp_grid(sz: _Sizes, seed: int, name: str, lr: float,
+              diagonal: bool = False) -> list[dict[str, Any]]:
+    """One IMP variant on every cell of the grid at ``seed`` (on its diagonal ``s = m`` only if
+    ``diagonal``): as many full-batch Adam epochs in every round as IHT runs outer steps (the
+    authors' runner passes one ``num_epochs`` to both)."""
+    pf = 0.1 if name == IMP else None
+    rows = []
+    for m, s, P in _cells(sz.grid_ms, sz.grid_ss, sz.grid_n, sz.grid_d, seed, diagonal):
+        q = imp_sweep(P.X, P.y, m, [s], epochs=sz.steps, lr=lr, prune_fraction=pf, seed=seed)[0]
+        rows.append({"seed": seed, "m": m, "s": s, "method": name, "lr": lr, "epochs": sz.steps,
+                     "psnr": psnr(P.y, q.predict(P.X)), "stored": q.nonzeros,
+                     "dense_params": q.dense_params, "floats": q.working_floats})
+    return rows
+
+
+def _tune_imp(name: str, score: Callable[[float], float]) -> Tuned:
+    """IMP's learning rate by :func:`iclr_lab.core.tuning.tune` on :data:`LRS` (lower is better)."""
+    from iclr_lab.core.tuning import tune
+
+    return tune(name, lambda lrs: [score(float(lr)) for lr in lrs], IMP_DEFAULT_LR, grid=LRS)
+
+
+def _chosen(t: Tuned) -> float:
+    return t.choice if math.isfinite(t.choice) else t.default
+
+
+def _grid(sz: _Sizes, seed: int) -> tuple[pd.DataFrame, list[Tuned]]:
     import pandas as pd
 
     from iclr_lab.core.progress import progress
+    from iclr_lab.core.tuning import tuning_seeds
 
+    seeds = [seed + k for k in range(sz.grid_seeds)]
     rows: list[dict[str, Any]] = []
-    for k in progress(range(sz.grid_seeds), desc="phase grid", total=sz.grid_seeds):
-        rows += phase_grid(sz.grid_ms, sz.grid_ss, n=sz.grid_n, d=sz.grid_d, seed=seed + k,
-                           steps=sz.steps, with_imp=k == 0)
-    return pd.DataFrame(rows)
+    for sd in progress(seeds, desc="phase grid, IHT", total=len(seeds)):
+        rows += phase_grid(sz.grid_ms, sz.grid_ss, n=sz.grid_n, d=sz.grid_d, seed=sd,
+                           steps=sz.steps)
+    tuned = []
+    for name in (IMP, ONESHOT):
+        # the objective: minus the median PSNR over the diagonal cells (s = m: every width, three
+        # sparsities) of the tuning seeds' grids; the whole grid would cost four times as much,
+        # which the chapter's CPU budget does not allow at four rates
+        def score(lr: float, name: str = name) -> float:
+            vals = [r["psnr"] for ts in tuning_seeds(seed, sz.tune_seeds)
+                    for r in _imp_grid(sz, ts, name, lr, diagonal=True)]
+            return -statistics.median(vals)
+
+        t = _tune_imp(name, score)
+        tuned.append(t)
+        for sd in progress(seeds, desc=f"phase grid, {name}", total=len(seeds)):
+            rows += _imp_grid(sz, sd, name, _chosen(t))
+    return pd.DataFrame(rows), tuned
 
 
 # ----------------------------------------------------------------------------------------------
@@ -232,49 +314,69 @@ def _grid(sz: _Sizes, seed: int) -> pd.DataFrame:
 # ----------------------------------------------------------------------------------------------
 
 
-def _digits(sz: _Sizes, seed: int) -> pd.DataFrame:
+def _digit_split(seed: int) -> tuple[np.ndarray, ...]:
+    """The digits split of ``seed``: the four fifths of the training split that both methods fit,
+    the fifth held out for validation, and the test split; labels 1 for even digits."""
+    from iclr_lab.core.datasets import digits
+
+    split = digits(seed=seed)
+    X = split.x_train.astype(float)
+    y = (split.y_train % 2 == 0).astype(float)
+    nv = len(y) // 5
+    return (X[nv:], y[nv:], X[:nv], y[:nv], split.x_test.astype(float),
+            (split.y_test % 2 == 0).astype(float))
+
+
+def _digits(sz: _Sizes, seed: int) -> tuple[pd.DataFrame, list[Tuned]]:
     import pandas as pd
 
-    from iclr_lab.core.datasets import digits
     from iclr_lab.core.progress import progress
+    from iclr_lab.core.tuning import tuning_seeds
 
     rows = []
-    budget = sz.digit_steps * (1 + REFINE)
-    cases = [(k, s) for k in range(sz.digit_seeds) for s in sz.digit_ss]
-    splits = {k: digits(seed=seed + k) for k in range(sz.digit_seeds)}  # one split per seed
-    for k, s in progress(cases, desc="digits", total=len(cases)):
-        sd = seed + k
-        split = splits[k]
-        X = split.x_train.astype(float)
-        y = (split.y_train % 2 == 0).astype(float)
-        Xte = split.x_test.astype(float)
-        yte = (split.y_test % 2 == 0).astype(float)
-        nv = len(y) // 5  # a validation fifth of the training split, for IMP's learning rate
-        Xf, yf, Xv, yv = X[nv:], y[nv:], X[:nv], y[:nv]
-        m = sz.digit_width
+    m = sz.digit_width
+    seeds = [seed + k for k in range(sz.digit_seeds)]
+    splits = {sd: _digit_split(sd) for sd in seeds}
+    cases = [(sd, s) for sd in seeds for s in sz.digit_ss]
+    for sd, s in progress(cases, desc="digits, IHT", total=len(cases)):
+        Xf, yf, _, _, Xte, yte = splits[sd]
         r = iht(Xf, yf, s, width=m, steps=sz.digit_steps, refine=REFINE, seed=sd)
         pred = r.predict(Xte) > 0.5
-        rows.append({"seed": sd, "s": s, "method": IHT, "lr": math.nan,
+        rows.append({"seed": sd, "s": s, "method": IHT, "lr": math.nan, "epochs": 0,
                      "accuracy": 100 * float(np.mean(pred == yte)),
                      "one_class": bool(pred.all() or not pred.any()), "rounds": 0,
                      "stored": r.nonzeros, "dense_params": 0, "floats": r.working_floats,
                      "evals": int(r.history[-1]["evals"])})
-        for name, pf in ((IMP, 0.1), (ONESHOT, None)):
-            best: tuple[float, float, Any] | None = None
-            for lr in LRS:
-                q = imp(Xf, yf, m, s, budget=budget, lr=lr, prune_fraction=pf, seed=sd)
-                val = float(np.mean((q.predict(Xv) > 0.5) == yv))
-                if best is None or val > best[0]:
-                    best = (val, lr, q)
-            assert best is not None
-            q = best[2]
-            pred = q.predict(Xte) > 0.5
-            rows.append({"seed": sd, "s": s, "method": name, "lr": best[1],
-                         "accuracy": 100 * float(np.mean(pred == yte)),
-                         "one_class": bool(pred.all() or not pred.any()), "rounds": q.rounds,
-                         "stored": q.nonzeros, "dense_params": q.dense_params,
-                         "floats": q.working_floats, "evals": q.steps})
-    return pd.DataFrame(rows)
+    tuned = []
+    tune_splits = {ts: _digit_split(ts) for ts in tuning_seeds(seed, sz.tune_seeds)}
+    for name in (IMP, ONESHOT):
+        pf = 0.1 if name == IMP else None
+
+        def runs(sd: int, lr: float, split: tuple[np.ndarray, ...], pf: float | None = pf) -> list[Any]:
+            return imp_sweep(split[0], split[1], m, list(sz.digit_ss), epochs=sz.digit_steps,
+                             lr=lr, prune_fraction=pf, seed=sd)
+
+        # the objective: the validation error (%) of the tuning seeds, averaged over s
+        def score(lr: float, runs: Callable[..., list[Any]] = runs) -> float:
+            errs = [100 * float(np.mean((q.predict(sp[2]) > 0.5) != sp[3]))
+                    for ts, sp in tune_splits.items() for q in runs(ts, lr, sp)]
+            return float(np.mean(errs))
+
+        t = _tune_imp(name, score)
+        tuned.append(t)
+        lr = _chosen(t)
+        for sd in progress(seeds, desc=f"digits, {name}", total=len(seeds)):
+            Xte, yte = splits[sd][4], splits[sd][5]
+            for s, q in zip(sz.digit_ss, runs(sd, lr, splits[sd]), strict=True):
+                pred = q.predict(Xte) > 0.5
+                rows.append({"seed": sd, "s": s, "method": name, "lr": lr,
+                             "epochs": sz.digit_steps,
+                             "accuracy": 100 * float(np.mean(pred == yte)),
+                             "one_class": bool(pred.all() or not pred.any()),
+                             "rounds": q.rounds, "stored": q.nonzeros,
+                             "dense_params": q.dense_params, "floats": q.working_floats,
+                             "evals": q.steps})
+    return pd.DataFrame(rows), tuned
 
 
 # ----------------------------------------------------------------------------------------------
@@ -290,10 +392,21 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
     sz = pick(SIZES, scale)
     seed_everything(seed)
     with timed() as elapsed:
-        tables = {**_recovery(sz, seed), "grid": _grid(sz, seed), "digits": _digits(sz, seed)}
+        tables = _recovery(sz, seed)
+        tables["grid"], tuned_grid = _grid(sz, seed)
+        tables["digits"], tuned_digits = _digits(sz, seed)
         tables["memory"] = _memory(tables)
+    tuned = [_label(t, "planted grid") for t in tuned_grid]
+    tuned += [_label(t, "digits") for t in tuned_digits]
     return Report(slug="sparse_relu_iht", scale=scale, seed=seed, tables=tables,
-                  claims=_claims(tables, sz), seconds=elapsed(), chart_builder=charts)
+                  claims=_claims(tables, sz), seconds=elapsed(), chart_builder=charts,
+                  tuning=tuned)
+
+
+def _label(t: Tuned, experiment: str) -> Tuned:
+    from dataclasses import replace
+
+    return replace(t, method=f"{t.method} ({experiment})")
 
 
 def _memory(tb: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -328,42 +441,54 @@ def _count(summary: pd.DataFrame, n: int, method: str) -> float:
     return float(sel["exact"].iloc[0]) if len(sel) else math.nan
 
 
+def _grid_shares(grid: pd.DataFrame) -> tuple[list[float], list[float]]:
+    """Per grid seed: IHT's share of cells at PSNR >= PSNR_OK, and the better IMP variant's."""
+    ok = grid.assign(ok=grid["psnr"] >= PSNR_OK).groupby(["seed", "method"])["ok"].mean()
+    share = ok.unstack("method")
+    return (share[IHT].tolist(), share[[IMP, ONESHOT]].max(axis=1).tolist())
+
+
+def _digit_margins(dig: pd.DataFrame) -> list[float]:
+    """Per seed: IHT's test accuracy minus the better IMP variant's, at the worst ``s``."""
+    wide = dig.pivot_table(index=["seed", "s"], columns="method", values="accuracy")
+    margin = (wide[IHT] - wide[[IMP, ONESHOT]].max(axis=1)).groupby(level="seed").min()
+    return [float(v) for v in margin]
+
+
 def _claims(tb: dict[str, pd.DataFrame], sz: _Sizes) -> list[Claim]:
     from iclr_lab.core.report import Claim
 
     rec, runs, grid, dig = tb["recovery"], tb["recovery_runs"], tb["grid"], tb["digits"]
-    n_hi, n_lo = max(sz.ns), (50 if 50 in sz.ns else min(sz.ns))
-    t = sz.trials
+    n_hi, n_c, n_lo, t = max(sz.ns), sz.claim_n, sz.transition_n, sz.trials
+    bar = _binomial_bar(t)
     ok = runs[(runs["n"] == n_hi) & (runs["method"] == IHT) & runs["exact"]]
     r2 = float(np.median(ok["r2"])) if len(ok) else math.nan
-    per_seed_frac = [float(np.mean(g["psnr"] >= PSNR_OK))
-                     for _, g in grid[grid["method"] == IHT].groupby("seed", sort=True)]
-    base = grid[grid["seed"] == grid["seed"].min()]
-    imp_frac = max(float(np.mean(base[base["method"] == name]["psnr"] >= PSNR_OK))
-                   for name in (IMP, ONESHOT))
-    wide = dig.pivot_table(index=["seed", "s"], columns="method", values="accuracy")
-    margin = (wide[IHT] - wide[[IMP, ONESHOT]].max(axis=1)).groupby(level="seed").min()
-    seven = math.ceil(0.7 * t)
+    iht_share, imp_share = _grid_shares(grid)
+    margins = _digit_margins(dig)
     return [
-        Claim("iht_recovers", f"Planted patterns, d m = {D1 * M1} unknowns, n = {n_hi} samples: "
-              f"IHT recovers the {K1 * M1} weights exactly (relative error <= {EXACT:g}) in "
-              f">= {seven} of {t} planted networks", _count(rec, n_hi, IHT), seven, ">=",
-              paper="exact recovery of planted sparse networks (Fig. 1: near-zero error cells); "
-                    "7/10 at n = 100 fixed before the run", source="prior"),
-        Claim("lstsq_fails", f"The same {t} networks at n = {n_hi}: least squares on the stored "
-              "A recovers none (so n is below what sparsity-blind fitting needs)",
-              _count(rec, n_hi, LSQ), 0, "<=", paper="(premise: recovery below the parameter "
-              "count)", expected=False, kind="derivation", source="prior"),
-        Claim("omp_recovers", f"The strongest baseline on the same test: OMP on the stored A "
-              f"recovers >= {seven} of {t} at n = {n_hi}", _count(rec, n_hi, OMP), seven, ">=",
-              paper="(baseline, same test; OMP needs the whole A in memory)", kind="derivation",
-              source="prior"),
-        Claim("iht_transition", f"At n = {n_lo} (half the parameter count) IHT recovers at most "
-              f"{t // 2} of {t}: the transition lies between n = {n_lo} and n = {n_hi}",
+        Claim("iht_recovers_below_count", f"Planted patterns, d m = {D1 * M1} unknowns, "
+              f"n = {n_c} samples (below the parameter count): IHT recovers the {K1 * M1} weights "
+              f"exactly (relative error <= {EXACT:g}) in >= {bar} of {t} planted networks, which "
+              f"rejects a recovery rate <= {NULL_RATE:g} at the {LEVEL:.0%} level (one-sided "
+              "binomial test)", _count(rec, n_c, IHT), bar, ">=",
+              paper="exact recovery of planted sparse networks from fewer samples than unknowns "
+                    "(Theorem 1; Fig. 1: near-zero error cells); the chapter's first version "
+                    "asked 7 of 10 at n = 100, at the parameter count",
+              expected=False, source="pilot", control=OMP,
+              control_measured=_count(rec, n_c, OMP),
+              regime=f"paper: its planted networks with random generators and the sequential "
+                     f"update (d = 100, n = 50 000), no count of recoveries given; chapter: the "
+                     f"theorem's setting, the planted patterns as generators, d = {D1}, m = {M1}, "
+                     f"{K1} nonzeros per neuron on disjoint inputs"),
+        Claim("iht_transition", f"At n = {n_lo} ({n_lo / (D1 * M1):.0%} of the parameter count) IHT "
+              f"recovers at most "
+              f"{t // 2} of {t}: the transition lies above n = {n_lo}",
               _count(rec, n_lo, IHT), t // 2, "<=",
-              paper="a phase transition in n; the ceiling 5/10 at n = 50 comes from a prototype "
-                    "of this experiment (an independent re-implementation)",
-              expected=False, source="prior"),
+              paper="(no location of the transition is given; the ceiling 'at most half at "
+                    "n = 50' comes from a prototype of this experiment, first judged on 10 "
+                    "networks, now on 30)",
+              expected=False, kind="derivation", source="pilot", control=OMP,
+              control_measured=_count(rec, n_lo, OMP)),
         Claim("linear_rate", f"Successful IHT runs at n = {n_hi} converge linearly: R^2 of "
               "log(error) against the gradient-evaluation count, until the error reaches 1e-10, "
               "is >= 0.9 (median over the successful runs)", r2, 0.9, ">=",
@@ -378,20 +503,33 @@ def _claims(tb: dict[str, pd.DataFrame], sz: _Sizes) -> list[Claim]:
             "grid_fraction", f"Random generators with the sequential pattern update, n = "
             f"{sz.grid_n}, d = {sz.grid_d}: share of the {len(sz.grid_ms)} x {len(sz.grid_ss)} "
             f"cells (m in {list(sz.grid_ms)}, s in {list(sz.grid_ss)}) where IHT's network "
-            f"reaches PSNR >= {PSNR_OK:g} dB is >= 0.3", per_seed_frac, 0.3, ">=",
+            f"reaches PSNR >= {PSNR_OK:g} dB is >= {GRID_BAR:g} (median over seeds; the spec "
+            "asked 0.4 of a 5 x 6 grid)", iht_share, GRID_BAR, ">=",
             paper="Fig. 1: exact recovery (very high PSNR) in much of the (m, s) grid",
-            source="prior"),
-        Claim("imp_grid_fraction", "The same test for the better IMP variant (same gradient "
-              f"budget, base seed): its share of cells with PSNR >= {PSNR_OK:g} dB is below 0.3",
-              imp_frac, 0.3, "<", paper="(baseline, same test)", kind="derivation",
-              source="prior"),
-        Claim.over_seeds(
+            source="pilot",
+            control=f"the better IMP variant ({sz.steps} full-batch epochs per round, Adam's "
+                    "rate tuned on a tuning seed)", control_values=imp_share,
+            regime=f"paper: the full (m, s) grid, d = 100, n = 50 000, IMP with 15 full-batch "
+                   f"epochs per round at Adam's rate 1e-3; chapter: a {len(sz.grid_ms)} x "
+                   f"{len(sz.grid_ss)} subgrid, d = {sz.grid_d}, n = {sz.grid_n}, IMP with "
+                   f"{sz.steps} epochs per round at a tuned rate"),
+        # paired against zero: the per-seed value is already a difference (IHT minus IMP at the
+        # worst s), so the t interval of its mean is the paired comparison's
+        Claim.paired(
             "digits_vs_imp", f"Digits, even against odd, {sz.digit_width} neurons, s in "
-            f"{list(sz.digit_ss)}: IHT's test accuracy minus the better IMP variant's (equal "
-            "gradient budget; IMP's learning rate chosen on a validation split from "
-            f"{list(LRS)}), worst s, is >= -2 points", [float(v) for v in margin], -2.0, ">=",
+            f"{list(sz.digit_ss)}: IHT's test accuracy minus the better IMP variant's, at the "
+            f"worst s, is >= {DIGIT_MARGIN:g} points (95 % t interval over the seeds included); "
+            f"IMP trains {sz.digit_steps} full-batch epochs in every round (IHT runs "
+            f"{sz.digit_steps} outer steps), its rate tuned on a tuning seed's validation split",
+            margins, [0.0] * len(margins), DIGIT_MARGIN, ">=",
             paper="IHT is 'competitive with, and often exceeds' IMP (binary MNIST, Fig. 3)",
-            source="prior"),
+            expected=False, source="pilot",
+            no_control="the test is itself the comparison with the strongest baseline (IMP, the "
+                       "better of its two variants on the test split, rate tuned)",
+            regime=f"paper: binary MNIST (784 inputs), m up to 1000, s up to 200, minibatches of "
+                   f"1000, 15 epochs (IMP: 15 per round); chapter: sklearn's 8 x 8 digits (64 "
+                   f"inputs), m = {sz.digit_width}, full batch, {sz.digit_steps} epochs (IMP: "
+                   f"{sz.digit_steps} per round)"),
     ]
 
 
@@ -401,13 +539,18 @@ def numbers(report: Report) -> dict[str, float]:
     rec, runs, grid, dig = tb["recovery"], tb["recovery_runs"], tb["grid"], tb["digits"]
     ns = sorted(int(n) for n in rec["n"].unique())
     n_hi = ns[-1]
+    trials = int(rec["trials"].max())
 
     def rate(method: str) -> float:
         ok = runs[(runs["n"] == n_hi) & (runs["method"] == method) & runs["exact"]]
         return float(ok["factor"].median()) if len(ok) else math.nan
 
-    out: dict[str, float] = {"n_hi": float(n_hi), "trials": float(runs["trial"].nunique()),
-                             "params1": float(D1 * M1), "s1": float(K1 * M1)}
+    out: dict[str, float] = {"n_hi": float(n_hi), "trials": float(trials),
+                             "params1": float(D1 * M1), "s1": float(K1 * M1),
+                             "claim_bar": float(_binomial_bar(trials)),
+                             "half_trials": float(trials // 2)}
+    out["claim_tail"] = sum(math.comb(trials, k) for k in range(int(out["claim_bar"]), trials + 1)
+                            ) / 2.0**trials
     for key, name in (("iht", IHT), ("niht", NIHT), ("omp", OMP), ("lsq", LSQ)):
         for n in ns:
             out[f"{key}_{n}"] = _count(rec, n, name)
@@ -424,10 +567,14 @@ def numbers(report: Report) -> dict[str, float]:
     out["floats_iht_1"] = float(first.xs(IHT, level=1).iloc[0])
     out["floats_dense_1"] = float(first.xs(OMP, level=1).iloc[0])
     out["floats_ratio_1"] = out["floats_dense_1"] / out["floats_iht_1"]
+
     g = grid[grid["method"] == IHT]
     out["grid_cells"] = float(g.groupby("seed").size().iloc[0])
     out["grid_seeds"] = float(g["seed"].nunique())
-    out["grid_cells_needed"] = float(math.ceil(0.3 * out["grid_cells"]))  # for grid_fraction >= 0.3
+    out["grid_cells_needed"] = float(math.ceil(GRID_BAR * out["grid_cells"]))
+    out["grid_bar"] = GRID_BAR
+    iht_share, imp_share = _grid_shares(grid)
+    out["grid_seeds_passing"] = float(sum(v >= GRID_BAR for v in iht_share))
     med = g.groupby(["m", "s"])["psnr"].median()
     out["grid_cells_ok_median"] = float((med >= PSNR_OK).sum())
     good, bad = g[g["psnr"] >= PSNR_OK]["psnr"], g[g["psnr"] < PSNR_OK]["psnr"]
@@ -435,32 +582,38 @@ def numbers(report: Report) -> dict[str, float]:
     out["grid_ok_max"] = float(good.max()) if len(good) else math.nan
     out["grid_fail_min"] = float(bad.min()) if len(bad) else math.nan
     out["grid_fail_max"] = float(bad.max()) if len(bad) else math.nan
-    base = grid[grid["seed"] == grid["seed"].min()]
     for key, name in (("imp", IMP), ("oneshot", ONESHOT)):
-        out[f"{key}_grid_max_psnr"] = float(base[base["method"] == name]["psnr"].max())
+        rows = grid[grid["method"] == name]
+        out[f"{key}_grid_max_psnr"] = float(rows["psnr"].max())
+        out[f"{key}_grid_median_psnr"] = float(rows["psnr"].median())
+        out[f"{key}_grid_lr"] = float(rows["lr"].iloc[0])
     out["imp_any_grid_max_psnr"] = max(out["imp_grid_max_psnr"], out["oneshot_grid_max_psnr"])
+    out["grid_epochs"] = float(grid[grid["method"] == IMP]["epochs"].iloc[0])
+
     wide = dig.groupby(["s", "method"])["accuracy"].median().unstack()
     for s in wide.index:
         out[f"digits_iht_{int(s)}"] = float(wide.loc[s, IHT])
         out[f"digits_imp_{int(s)}"] = float(wide.loc[s, IMP])
         out[f"digits_oneshot_{int(s)}"] = float(wide.loc[s, ONESHOT])
-    # IMP (10 % per round) at the smallest s: Adam steps per training phase (the budget split over
-    # the pruning rounds and the final ticket); runs whose test predictions are all one class
-    s_min = int(dig["s"].min())
+    for key, name in (("imp", IMP), ("oneshot", ONESHOT)):
+        rows = dig[dig["method"] == name]
+        out[f"digits_{key}_one_class"] = float(rows["one_class"].sum())
+        out[f"digits_{key}_lr"] = float(rows["lr"].iloc[0])
+    out["digits_runs_per_method"] = float((dig["method"] == IHT).sum())
+    out["digit_budget"] = float(dig[dig["method"] == IHT]["evals"].max())
+    s_min, s_max = int(dig["s"].min()), int(dig["s"].max())
     row = dig[(dig["s"] == s_min) & (dig["method"] == IMP)].iloc[0]
     out["digit_imp_rounds"] = float(row["rounds"])
-    out["digit_imp_steps_per_phase"] = float(row["evals"] // (row["rounds"] + 1))
-    for key, name in (("imp", IMP), ("oneshot", ONESHOT)):
-        out[f"digits_{key}_one_class"] = float(dig[dig["method"] == name]["one_class"].sum())
-    out["digits_runs_per_method"] = float((dig["method"] == IHT).sum())
-    imp_rows = dig[dig["method"] == IMP]
-    out["digits_imp_lr_edge"] = float((imp_rows["lr"] == max(LRS)).sum())
-    out["digit_budget"] = float(dig[dig["method"] == IHT]["evals"].max())
-    s_max = int(dig["s"].max())
-    last = dig[dig["s"] == s_max]
+    out["digit_imp_steps"] = float(row["evals"])
+    out["digit_imp_epochs"] = float(row["epochs"])
+    out["digits_s_min"] = float(s_min)
     out["digits_s_max"] = float(s_max)
+    last = dig[dig["s"] == s_max]
     out["floats_iht_over_imp_3"] = float(last[last["method"] == IHT]["floats"].median()
                                          / last[last["method"] == IMP]["floats"].median())
+    margins = _digit_margins(dig)
+    out["digit_margin_min"] = min(margins)
+    out["digit_margin_max"] = max(margins)
     return out
 
 
@@ -495,29 +648,32 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     colors = _colors()
     out: dict[str, alt.TopLevelMixin] = {}
 
-    rec = tb["recovery"].rename(columns={"exact": "recovered"})
-    main = curves(rec.assign(seed=0), x="n", y="recovered", color="method", highlight=IHT,
-                  colors=colors, x_title="samples n (the unknowns: d m = 100)",
-                  y_title=f"exact recoveries (of {int(rec['trials'].max())})",
+    rec = tb["recovery"]
+    trials = int(rec["trials"].max())
+    rec = rec.assign(recovered=rec["exact"] / rec["trials"], seed=0)
+    bar = _binomial_bar(trials)
+    claim_n = int(rec.loc[rec["claim"], "n"].iloc[0])
+    main = curves(rec, x="n", y="recovered", color="method", highlight=IHT,
+                  colors=colors, x_title=f"samples n (the unknowns: d m = {D1 * M1})",
+                  y_title=f"share of the {trials} planted networks recovered exactly",
                   color_title="method",
                   title="Planted patterns: exact recovery against the number of samples")
-    out["recovery"] = alt.layer(main, reference_line(0.7 * rec["trials"].max(),
-                                                     label="claim: ≥ 7 of 10 at n = 100"))
+    out["recovery"] = alt.layer(main, reference_line(
+        bar / trials, label=f"claim at n = {claim_n}: ≥ {bar} of {trials}"))
 
     cur = tb["error_curves"]
     out["error_sweep"] = sweep(
-        cur.rename(columns={"trial": "seed"}), x="evals", y="log10_error", param="n",
+        cur.assign(seed=0), x="evals", y="log10_error", param="n",
         color="method", highlight=IHT, colors=colors, start=float(cur["n"].max()),
         x_title="gradient evaluations", y_title="log₁₀ relative error ‖w − w*‖/‖w*‖",
         color_title="method", param_label="n",
         title="Recovery error per gradient evaluation (mean of log over planted networks)")
 
     grid = tb["grid"]
-    med = grid[grid["method"] == IHT].groupby(["m", "s"])["psnr"].median().reset_index()
-    base = grid[grid["seed"] == grid["seed"].min()]
-    panels = [_heat(med, f"{IHT}: median over seeds")]
-    for name in (IMP, ONESHOT):
-        panels.append(_heat(base[base["method"] == name], f"{name}: base seed"))
+    panels = []
+    for name in (IHT, IMP, ONESHOT):
+        med = grid[grid["method"] == name].groupby(["m", "s"])["psnr"].median().reset_index()
+        panels.append(_heat(med, f"{name}: median over seeds"))
     out["grid"] = alt.hconcat(*panels).properties(
         title="Planted networks, n = 5000, d = 50: PSNR of the recovered network")
 
@@ -525,8 +681,8 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     out["digits"] = curves(dig, x="s", y="accuracy", color="method", highlight=IHT, colors=colors,
                            log_x=True, x_title="nonzero first-layer weights s",
                            y_title="test accuracy (%)", color_title="method", center="median",
-                           title="Digits, even against odd: equal gradient budget "
-                                 "(median over seeds; band: range)")
+                           title="Digits, even against odd: IMP with as many epochs per round as "
+                                 "IHT's steps (median over seeds; band: range)")
     return out
 
 

@@ -17,6 +17,7 @@ magnitude pruning with rewinding on a dense network (:func:`imp`, torch).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["IHTResult", "IMPResult", "PlantedMLP", "SensingOperator", "hard_threshold", "iht",
-           "imp", "imp_rounds", "least_squares", "omp", "planted_mlp", "psnr", "relu_net"]
+           "imp", "imp_rounds", "imp_sweep", "least_squares", "omp", "planted_mlp", "psnr", "relu_net"]
 
 #: PSNR floors the mean squared error here, so that an exact fit reads as a large finite number
 #: (about 320 dB for max|y| = 1) instead of infinity.
@@ -535,49 +536,37 @@ def _mse_grads(Xt: torch.Tensor, yt: torch.Tensor, u: torch.Tensor, v: torch.Ten
     return (Xt.T @ gz) * mask, h.T @ ge
 
 
-def imp(X: np.ndarray, y: np.ndarray, width: int, s: int, *, budget: int, lr: float = 1e-3,
-        prune_fraction: float | None = 0.1, seed: int = 0) -> IMPResult:
-    """Iterative magnitude pruning with rewinding (lottery-ticket style), the paper's baseline.
+def _imp_checked(X: np.ndarray, y: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """``X`` (n x d) and ``y`` (n) as float arrays, and the width, checked for :func:`imp`."""
+    from iclr_lab.core.validation import check_array
 
-    A dense network ``sum_j (X u_j)_+ v_j`` without biases is trained by full-batch Adam on the
-    mean squared error. Each round trains, removes the smallest-magnitude first-layer weights
-    (:func:`imp_rounds`), rewinds the survivors to their initial values and resets Adam; the final
-    ticket is trained once more. The ``budget`` of Adam steps is split equally over the training
-    phases (rounds + 1), so IMP uses the same number of gradient evaluations as the method it is
-    compared with. The output layer is not pruned (see the chapter).
+    X = check_array("X", X, ndim=2, finite=True).astype(float)
+    y = check_array("y", y, shape=(X.shape[0],), finite=True).astype(float)
+    return X, y, check_int("width", width, 1)
 
-    Args:
-        width: hidden neurons ``m``. s: first-layer nonzeros to keep, ``1 <= s <= d m``.
-        budget: Adam steps in all, at least one per phase. lr: Adam's learning rate.
-        prune_fraction: share of the surviving weights removed per round; ``None``: one shot.
-        seed: initialisation seed.
-    """
+
+def _imp_tree(X: np.ndarray, y: np.ndarray, m: int, schedules: dict[int, list[int]],
+              per_phase: int, lr: float, seed: int) -> dict[int, IMPResult]:
+    """IMP for several target sparsities at once: ``schedules`` maps each ``s`` to its counts
+    (:func:`imp_rounds`). A training phase depends only on the mask it starts from, and the
+    schedules of different ``s`` agree until the round that clips to ``s``, so the phases they share
+    are trained once and the run branches where the counts part. Each ``s`` gets exactly the
+    numbers a run for that ``s`` alone computes (same operations, same order)."""
     import torch
 
     from iclr_lab.core.nn import adam_update
 
-    X = np.asarray(X, dtype=float)
-    y = np.asarray(y, dtype=float)
-    if X.ndim != 2 or y.shape != (X.shape[0],):
-        raise ValueError(f"X must be n x d and y of length n; got {X.shape} and {y.shape}")
-    d = X.shape[1]
-    m = check_int("width", width, 1)
-    s = check_int("s", s, 1, d * m)
-    lr = check_range("lr", lr, 0.0, low_open=True)
-    counts = imp_rounds(d * m, s, prune_fraction)
-    phases = len(counts) + 1
-    budget = check_int("budget", budget, phases)
-    per_phase = budget // phases
+    n, d = X.shape
     gen = torch.Generator().manual_seed(check_int("seed", seed, 0))
     # torch.nn.Linear's default initialisation, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), drawn from gen
     u0 = (torch.rand(d, m, generator=gen, dtype=torch.float64) * 2 - 1) / math.sqrt(d)
     v0 = (torch.rand(m, generator=gen, dtype=torch.float64) * 2 - 1) / math.sqrt(m)
     Xt = torch.as_tensor(X)
     yt = torch.as_tensor(y)
-    mask = torch.ones(d, m, dtype=torch.float64)
-    losses: list[float] = []
-    u = v = u0
-    for phase in range(phases):
+    dense = d * m + m
+    out: dict[int, IMPResult] = {}
+
+    def train(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
         u = u0 * mask   # rewind the survivors to their init, and reset Adam
         v = v0.clone()
         moments = [torch.zeros_like(u), torch.zeros_like(u), torch.zeros_like(v), torch.zeros_like(v)]
@@ -588,18 +577,92 @@ def imp(X: np.ndarray, y: np.ndarray, width: int, s: int, *, budget: int, lr: fl
             adam_update(u, gu, moments[0], moments[1], t, lr=lr)
             adam_update(v, gv, moments[2], moments[3], t, lr=lr)
         with torch.no_grad():
-            losses.append(float(torch.mean((torch.relu(Xt @ (u * mask)) @ v - yt) ** 2)))
-        if phase < len(counts):  # prune the smallest surviving magnitudes (global, first layer)
-            with torch.no_grad():
-                mag = torch.where(mask > 0, (u * mask).abs(), torch.full_like(u, -1.0)).flatten()
-                keep = torch.argsort(mag, descending=True, stable=True)[: counts[phase]]
-                mask = torch.zeros(d * m, dtype=torch.float64)
-                mask[keep] = 1.0
-                mask = mask.reshape(d, m)
-    with torch.no_grad():
-        W = (u * mask).detach().numpy().copy()
-        vv = v.detach().numpy().copy()
-    dense = d * m + m
-    n = X.shape[0]
-    return IMPResult(W, vv, len(counts), per_phase * phases, dense,
-                     5 * dense + d * m + 2 * n * m + n, losses)
+            loss = float(torch.mean((torch.relu(Xt @ (u * mask)) @ v - yt) ** 2))
+        return u, v, loss
+
+    def prune(u: torch.Tensor, mask: torch.Tensor, count: int) -> torch.Tensor:
+        # the smallest surviving magnitudes go (global, first layer)
+        with torch.no_grad():
+            mag = torch.where(mask > 0, (u * mask).abs(), torch.full_like(u, -1.0)).flatten()
+            keep = torch.argsort(mag, descending=True, stable=True)[:count]
+            new = torch.zeros(d * m, dtype=torch.float64)
+            new[keep] = 1.0
+            return new.reshape(d, m)
+
+    # depth-first over the tree of schedules: (mask, phase index, targets, losses so far)
+    stack: list[tuple[torch.Tensor, int, list[int], list[float]]] = [
+        (torch.ones(d, m, dtype=torch.float64), 0, sorted(schedules), [])]
+    while stack:
+        mask, k, targets, losses = stack.pop()
+        u, v, loss = train(mask)
+        losses = [*losses, loss]
+        branches: dict[int, list[int]] = {}
+        for s in targets:
+            counts = schedules[s]
+            if k == len(counts):  # this phase trained the final ticket of s
+                with torch.no_grad():
+                    W = (u * mask).detach().numpy().copy()
+                    vv = v.detach().numpy().copy()
+                out[s] = IMPResult(W, vv, len(counts), per_phase * (len(counts) + 1), dense,
+                                   5 * dense + d * m + 2 * n * m + n, losses)
+            else:
+                branches.setdefault(counts[k], []).append(s)
+        for count, group in branches.items():
+            stack.append((prune(u, mask, count), k + 1, group, losses))
+    return out
+
+
+def imp(X: np.ndarray, y: np.ndarray, width: int, s: int, *, budget: int, lr: float = 1e-3,
+        prune_fraction: float | None = 0.1, seed: int = 0) -> IMPResult:
+    """Iterative magnitude pruning with rewinding (lottery-ticket style), the paper's baseline.
+
+    A dense network ``sum_j (X u_j)_+ v_j`` without biases is trained by full-batch Adam on the
+    mean squared error. Each round trains, removes the smallest-magnitude first-layer weights
+    (:func:`imp_rounds`), rewinds the survivors to their initial values and resets Adam; the final
+    ticket is trained once more. The ``budget`` of Adam steps is split equally over the training
+    phases (rounds + 1): ``budget = epochs * (rounds + 1)`` trains ``epochs`` steps in every phase,
+    as the authors' runner does (:func:`imp_sweep`). The output layer is not pruned (see the
+    chapter).
+
+    Args:
+        width: hidden neurons ``m``. s: first-layer nonzeros to keep, ``1 <= s <= d m``.
+        budget: Adam steps in all, at least one per phase. lr: Adam's learning rate.
+        prune_fraction: share of the surviving weights removed per round; ``None``: one shot.
+        seed: initialisation seed.
+    """
+    X, y, m = _imp_checked(X, y, width)
+    d = X.shape[1]
+    s = check_int("s", s, 1, d * m)
+    lr = check_range("lr", lr, 0.0, low_open=True)
+    counts = imp_rounds(d * m, s, prune_fraction)
+    phases = len(counts) + 1
+    budget = check_int("budget", budget, phases)
+    return _imp_tree(X, y, m, {s: counts}, budget // phases, lr, check_int("seed", seed, 0))[s]
+
+
+def imp_sweep(X: np.ndarray, y: np.ndarray, width: int, ss: Sequence[int], *, epochs: int,
+              lr: float = 1e-3, prune_fraction: float | None = 0.1,
+              seed: int = 0) -> list[IMPResult]:
+    """IMP as the authors' runner trains it, for each sparsity in ``ss``: ``epochs`` full-batch
+    Adam steps in every training phase, every round and the final ticket alike.
+
+    One run of the pruning schedule serves every ``s``: the schedules agree until the round that
+    clips to ``s``, so the shared rounds are trained once, and each result equals
+    ``imp(X, y, width, s, budget=epochs * (rounds + 1), ...)`` exactly (a test checks it).
+
+    Args:
+        width: hidden neurons ``m``. ss: first-layer nonzeros to keep, each ``1 <= s <= d m``.
+        epochs: Adam steps per training phase (``>= 1``). lr: Adam's learning rate.
+        prune_fraction: share of the surviving weights removed per round; ``None``: one shot.
+        seed: initialisation seed.
+    """
+    X, y, m = _imp_checked(X, y, width)
+    d = X.shape[1]
+    if isinstance(ss, (str, bytes)) or not isinstance(ss, Sequence) or not len(ss):
+        raise TypeError(f"ss must be a non-empty sequence of integers, got {ss!r}")
+    targets = [check_int("ss", s, 1, d * m) for s in ss]
+    epochs = check_int("epochs", epochs, 1)
+    lr = check_range("lr", lr, 0.0, low_open=True)
+    schedules = {s: imp_rounds(d * m, s, prune_fraction) for s in targets}
+    runs = _imp_tree(X, y, m, schedules, epochs, lr, check_int("seed", seed, 0))
+    return [runs[s] for s in targets]
