@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
     from iclr_lab.core.tuning import Tuned
 
-__all__ = ["KINDS", "SOURCES", "VERDICTS", "Claim", "ClaimFailure", "Kind", "Report", "Source",
-           "Stability", "timed"]
+__all__ = ["KINDS", "NOT_TESTABLE", "SOURCES", "VERDICTS", "Claim", "ClaimFailure", "Kind", "Report",
+           "Source", "Stability", "timed"]
 
 Op = Literal["<=", ">=", "<", ">", "in"]
 _OPS: tuple[Op, ...] = ("<=", ">=", "<", ">", "in")
@@ -67,6 +67,10 @@ VERDICT_MEANING: dict[str, str] = {
     "not discriminating": "the method passes, but so does its control: the test cannot tell them apart",
     "not reproduced": "the method fails the test",
 }
+#: The verdict of a paper claim whose premise, fixed before the run, does not hold (at this run,
+#: or at more than one seed block): there is nothing to test at this scale. It leaves the headline's
+#: count, with its reason (:attr:`Claim.not_testable`).
+NOT_TESTABLE = "not testable here"
 
 
 def _misses() -> int:
@@ -103,6 +107,11 @@ class Claim:
             of this same experiment; the scorecard flags it).
         per_seed: the value for each seed the experiment ran, in seed order (empty for a
             deterministic check). ``measured`` must be their median.
+        not_testable: for a paper claim whose premise (a condition fixed before the run, e.g.
+            "the baseline has a gap to close") fails at this run, the reason; empty otherwise.
+            The stability table records it per block, and a claim whose premise fails here, or
+            at more than one block, has the verdict ``not testable here`` (:data:`NOT_TESTABLE`)
+            and leaves the headline's count. It is not a failure of the build.
     """
 
     name: str
@@ -123,6 +132,7 @@ class Claim:
     no_control: str = field(default="", kw_only=True)
     regime: str = field(default="", kw_only=True)
     stability: Stability | None = field(default=None, kw_only=True)
+    not_testable: str = field(default="", kw_only=True)
 
     def __post_init__(self) -> None:
         check_choice("op", self.op, _OPS)
@@ -165,7 +175,7 @@ class Claim:
                    expected: bool = True, *, kind: Kind = "paper",
                    source: Source = "prior", control: str = "",
                    control_values: Sequence[float] = (), no_control: str = "",
-                   regime: str = "") -> Claim:
+                   regime: str = "", not_testable: str = "") -> Claim:
         """A claim whose value is the median of ``values``, one per seed (min and max kept).
 
         The verdict is judged on the median, so one lucky or unlucky seed does not decide it;
@@ -181,14 +191,15 @@ class Claim:
                              f"({len(values)}), got {len(controls)}")
         return cls(name, statement, _median(values), threshold, op, paper, expected, kind=kind,
                    source=source, per_seed=tuple(values), control=control,
-                   control_per_seed=controls, no_control=no_control, regime=regime)
+                   control_per_seed=controls, no_control=no_control, regime=regime,
+                   not_testable=not_testable)
 
     @classmethod
     def paired(cls, name: str, statement: str, method: Sequence[float], baseline: Sequence[float],
                threshold: float, op: Literal["<", "<=", ">", ">="] = "<", paper: str = "",
                expected: bool = True, *, kind: Kind = "paper", source: Source = "prior",
                control: str = "", control_values: Sequence[float] = (), no_control: str = "",
-               regime: str = "", level: float = 0.95) -> Claim:
+               regime: str = "", level: float = 0.95, not_testable: str = "") -> Claim:
         """A comparison judged on the paired per-seed differences ``method - baseline``.
 
         ``measured`` is their median; the claim passes only when the median **and** the whole
@@ -205,7 +216,7 @@ class Claim:
                    source=source, per_seed=diff.differences, interval=(diff.lo, diff.hi),
                    control=control, control_per_seed=ctrl.differences if ctrl else (),
                    control_interval=(ctrl.lo, ctrl.hi) if ctrl else None, no_control=no_control,
-                   regime=regime)
+                   regime=regime, not_testable=not_testable)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Claim:
@@ -225,7 +236,8 @@ class Claim:
                    control_measured=_number(d.get("control_measured")),
                    control_interval=pair("control_interval"), no_control=d.get("no_control", ""),
                    regime=d.get("regime", ""),
-                   stability=Stability(**stab) if stab else None)
+                   stability=Stability(**stab) if stab else None,
+                   not_testable=d.get("not_testable", ""))
 
     @property
     def passed(self) -> bool:
@@ -255,14 +267,19 @@ class Claim:
 
         A paper claim that has neither a control nor a reason for having none (``no_control``),
         or no stability table yet, is ``not judged (no control)`` / ``not judged (no stability
-        table)``: the protocol has not been applied to it.
+        table)``: the protocol has not been applied to it. One whose premise fails here or at more
+        than one seed block is ``not testable here`` (:attr:`not_testable`).
         """
         if self.kind != "paper":
             return "holds" if self.passed else "fails"
         if not self.control and not self.no_control:
             return "not judged (no control)"
+        if self.not_testable:
+            return NOT_TESTABLE
         if self.stability is None:
             return "not judged (no stability table)"
+        if not self.stability.premise_stable:
+            return NOT_TESTABLE
         if not self.passed:
             return "not reproduced"
         if self.control_passed:
@@ -354,6 +371,7 @@ class Claim:
             "no_control": self.no_control,
             "regime": self.regime,
             "stability": self.stability.to_dict() if self.stability else None,
+            "not_testable": self.not_testable,
             "verdict": self.verdict,
         }
 
@@ -376,6 +394,8 @@ class Stability:
     holds: int
     control_fails: int | None = None
     seed_invariant: bool = False
+    #: blocks where the claim's premise held (``None``: the claim has no premise)
+    testable: int | None = None
 
     @property
     def needed(self) -> int:
@@ -386,6 +406,11 @@ class Stability:
     @property
     def method_stable(self) -> bool:
         return self.holds >= self.needed
+
+    @property
+    def premise_stable(self) -> bool:
+        """Whether the claim's premise held at enough blocks to judge it (no premise: True)."""
+        return self.testable is None or self.testable >= self.needed
 
     @property
     def control_stable(self) -> bool:
@@ -399,11 +424,17 @@ class Stability:
             out += f"; control fails {self.control_fails}/{self.blocks}"
         if self.seed_invariant:
             out += " (seed-invariant: the same value at every block)"
+        if self.testable is not None and self.testable < self.blocks:
+            out += f"; testable at {self.testable}/{self.blocks}"
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"blocks": self.blocks, "holds": self.holds, "control_fails": self.control_fails,
-                "seed_invariant": self.seed_invariant}
+        out: dict[str, Any] = {"blocks": self.blocks, "holds": self.holds,
+                               "control_fails": self.control_fails,
+                               "seed_invariant": self.seed_invariant}
+        if self.testable is not None:
+            out["testable"] = self.testable
+        return out
 
 
 def _number(v: Any) -> float:
@@ -528,8 +559,8 @@ class Report:
 
     @property
     def failures(self) -> list[Claim]:
-        """Claims expected to hold that did not."""
-        return [c for c in self.claims if c.expected and not c.passed]
+        """Claims expected to hold that did not (a claim not testable here is not one)."""
+        return [c for c in self.claims if c.expected and not c.passed and not c.not_testable]
 
     @property
     def ok(self) -> bool:
@@ -593,11 +624,16 @@ class Report:
             n = sum(c.passed for c in paper)
             return (f"claims protocol not applied yet: {n} of {len(paper)} paper {noun} pass at "
                     "these seeds (no control or no stability table; not counted)")
+        untestable = sum(c.verdict == NOT_TESTABLE for c in paper)
+        judged = len(paper) - untestable
+        noun = "claim" if judged == 1 else "claims"
         counts = {v: sum(c.verdict == v for c in paper) for v in VERDICTS}
         blocks = max((c.stability.blocks for c in paper if c.stability), default=8)
-        head = (f"{counts['reproduced']} of {len(paper)} paper {noun} reproduced (discriminating, "
+        head = (f"{counts['reproduced']} of {judged} paper {noun} reproduced (discriminating, "
                 f"stable at \u2265 {blocks - _misses()}/{blocks} seed blocks)")
         rest = [f"{counts[v]} {v}" for v in VERDICTS[1:] if counts[v]]
+        if untestable:
+            rest.append(f"{untestable} {NOT_TESTABLE} (its premise does not hold at this scale)")
         return "; ".join([head, *rest])
 
     def tally(self) -> str:
@@ -744,6 +780,7 @@ _BADGES = {
     "fails": ("#6e7781", "#ffffff"),
     "FAIL": ("#cf222e", "#ffffff"),
     "not judged": ("#d0d7de", "#1f2328"),
+    NOT_TESTABLE: ("#d0d7de", "#1f2328"),
 }
 
 

@@ -89,7 +89,7 @@ def _entry(report: Report, block: int) -> dict[str, dict[str, Any]]:
     for c in report.claims:
         out[c.name] = {"block": block, "seed": report.seed, "measured": _num(c.measured),
                        "passed": c.passed, "control_measured": _num(c.control_measured),
-                       "control_passed": c.control_passed}
+                       "control_passed": c.control_passed, "testable": not c.not_testable}
     return out
 
 
@@ -208,8 +208,11 @@ def attach(report: Report, directory: str | Path | None = None) -> Report:
                  if c.control else None)
         values = {e["measured"] for e in entries}
         invariant = len(entries) > 1 and len(values) == 1 and None not in values
-        claims.append(replace(c, stability=Stability(table["blocks"],
-                                                     sum(bool(e["passed"]) for e in entries), fails,
-                                                     seed_invariant=invariant)))
+        # tables made before premises were recorded have no "testable": every block counts
+        testable = sum(e.get("testable", True) for e in entries)
+        claims.append(replace(c, stability=Stability(
+            table["blocks"], sum(bool(e["passed"]) for e in entries), fails,
+            seed_invariant=invariant,
+            testable=None if testable == len(entries) and not c.not_testable else testable)))
     report.claims, report.stale = claims, stale
     return report

@@ -159,7 +159,8 @@ def check_array(
         raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
     got = tuple(int(n) for n in arr.shape)
     if ndim is not None:
-        allowed = (ndim,) if isinstance(ndim, Integral) else tuple(ndim)
+        allowed = (int(ndim),) if isinstance(ndim, Integral) else tuple(
+            int(k) for k in ndim)  # type: ignore[union-attr]
         if len(got) not in allowed:
             want = " or ".join(str(k) for k in allowed)
             raise ValueError(f"{name} must be {want}-dimensional, got shape {got}")

@@ -246,3 +246,40 @@ def test_stability_blocks_in_worker_processes_equal_the_serial_run():
     assert parallel["claims"] == serial["claims"] and parallel["seeds"] == serial["seeds"]
     with pytest.raises(ValueError, match="jobs"):
         stability.measure("imitation_reward_class", 2, jobs=0)
+
+
+def test_a_claim_whose_premise_fails_is_not_testable_and_leaves_the_headline(monkeypatch, tmp_path):
+    from dataclasses import replace
+
+    from iclr_lab.core.report import NOT_TESTABLE
+
+    # a premise that fails at this run: the verdict says so whatever the numbers, and it is no failure
+    nan = Claim.over_seeds("p", "s", [math.nan] * 3, 1.0, control="null",
+                           control_values=[math.nan] * 3, not_testable="no gap to close here")
+    assert nan.verdict == NOT_TESTABLE and not nan.passed
+    ok = _paper(0.5, 2.0, Stability(8, 8, 8), name="ok")
+    report = Report("vradam", "book", 0, {}, [ok, nan], stale=["x"])
+    assert not report.failures, "a claim not testable here does not fail the build"
+    assert report.headline().startswith("1 of 1 paper claim reproduced")
+    assert "1 not testable here" in report.headline()
+    # testable at only 3 of 8 blocks: not testable, even where this run's premise held
+    held_here = _paper(0.5, 2.0, Stability(8, 3, 8, testable=3))
+    assert held_here.verdict == NOT_TESTABLE and "testable at 3/8" in held_here.stability.text
+    assert _paper(0.5, 2.0, Stability(8, 7, 8, testable=7)).verdict == "reproduced"
+    assert Claim.from_dict(json.loads(json.dumps(nan.to_dict()))).not_testable == "no gap to close here"
+    # the stability table records the premise per block
+    def reproduce(scale="book", seed=0):
+        gap = 0.05 if seed % 4 == 0 else 0.0  # blocks at base seeds 0, 2, 4, 6: testable at 0, 4
+        claim = Claim.over_seeds("c", "s", [0.5, 0.4], 1.0, control="null",
+                                 control_values=[2.0, 3.0])
+        return Report("vradam", scale, seed, {"t": pd.DataFrame({"x": [1]})},
+                      [claim if gap else replace(claim, not_testable="no gap")])
+
+    monkeypatch.setattr("iclr_lab.core.registry.reproduce", lambda slug, scale, seed:
+                        reproduce(scale, seed))
+    table = stability.measure("vradam", 4)
+    assert [e["testable"] for e in table["claims"]["c"]] == [True, False, True, False]
+    stability.write(table, tmp_path)
+    monkeypatch.setattr(stability, "DIRECTORY", tmp_path)
+    c = reproduce("book", 0).claim("c")
+    assert c.stability.testable == 2 and c.verdict == NOT_TESTABLE
