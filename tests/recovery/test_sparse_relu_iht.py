@@ -240,7 +240,7 @@ def test_bad_arguments_name_the_parameter() -> None:
         iht(P.X, P.y, 5)
     with pytest.raises(ValueError, match="steps"):
         iht(P.X, P.y, 5, width=5, steps=0)
-    with pytest.raises(ValueError, match="X must"):
+    with pytest.raises(ValueError, match="y must have shape"):
         iht(P.X, P.y[:-1], 5, width=5)
     with pytest.raises(TypeError, match="s must"):
         iht(P.X, P.y, 2.5, width=5)
@@ -264,6 +264,38 @@ def test_bad_arguments_name_the_parameter() -> None:
         imp_sweep(P.X, P.y, 5, [5], epochs=0)
     with pytest.raises(ValueError, match="ss"):
         imp_sweep(P.X, P.y, 5, [5, 101], epochs=1)
+    with pytest.raises(ValueError, match="seed"):
+        iht(P.X, P.y, 5, width=5, seed=-1)
+
+
+def test_non_finite_inputs_are_refused_by_name() -> None:
+    # issue 24, item 6: omp printed a LAPACK line and raised LinAlgError on a NaN in A, and iht
+    # ran on NaN data without a word
+    P = _planted()
+    A = SensingOperator(P.X, 5, generators=P.fused).dense()
+    A[3, 7] = np.nan
+    with pytest.raises(ValueError, match="A must be finite"):
+        omp(A, P.y, 10)
+    with pytest.raises(ValueError, match="A must be finite"):
+        least_squares(A, P.y)
+    X = P.X.copy()
+    X[0, 0] = np.inf
+    with pytest.raises(ValueError, match="X must be finite"):
+        iht(X, P.y, 10, width=5)
+    y = P.y.copy()
+    y[1] = np.nan
+    with pytest.raises(ValueError, match="y must be finite"):
+        iht(P.X, y, 10, width=5)
+    with pytest.raises(ValueError, match="generators must be finite"):
+        iht(P.X, P.y, 10, generators=np.full((5, 20), np.nan))
+    with pytest.raises(ValueError, match="w_true must have shape"):
+        iht(P.X, P.y, 10, width=5, w_true=P.fused.ravel())
+    with pytest.raises(ValueError, match="v must be finite"):
+        hard_threshold(np.array([1.0, np.nan]), 1)
+    with pytest.raises(ValueError, match="y_hat must have shape"):
+        psnr(P.y, P.y[:-1])
+    # a diverged fit's prediction propagates, as documented
+    assert np.isnan(psnr(P.y, np.full_like(P.y, np.nan)))
 
 
 # ------------------------------------------------------------------ the chapter's pieces

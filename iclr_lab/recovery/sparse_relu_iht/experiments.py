@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from iclr_lab.core.validation import check_int
+from iclr_lab.core.validation import check_int, check_seed
 from iclr_lab.recovery.sparse_relu_iht.method import (
     PlantedMLP,
     SensingOperator,
@@ -243,6 +243,7 @@ def phase_grid(ms: Sequence[int], ss: Sequence[int], *, n: int, d: int, seed: in
     """
     n = check_int("n", n, 1)
     d = check_int("d", d, 1)
+    seed = check_seed(seed)
     steps = check_int("steps", steps, 1)
     refine = check_int("refine", refine, 0)
     rows = []
@@ -695,11 +696,13 @@ def phase_grid_chart(n: int = 1000, steps: int = 15, refine: int = REFINE,
 
     n = check_int("n", n, 1)
     steps = check_int("steps", steps, 1)
-    rows = phase_grid((1, 2, 5, 10), (1, 2, 5, 10, 20), n=n, d=20, seed=seed, steps=int(steps),
-                      refine=int(refine), update_patterns=bool(update_patterns))
+    refine = check_int("refine", refine, 0)
+    seed = check_seed(seed)
+    rows = phase_grid((1, 2, 5, 10), (1, 2, 5, 10, 20), n=n, d=20, seed=seed, steps=steps,
+                      refine=refine, update_patterns=bool(update_patterns))
     mode = "sequential patterns" if update_patterns else "fixed random patterns"
-    return _heat(pd.DataFrame(rows), f"IHT, n = {n}, d = 20, {int(steps)} steps, "
-                                     f"{int(refine)} support steps, {mode}").properties(
+    return _heat(pd.DataFrame(rows), f"IHT, n = {n}, d = 20, {steps} steps, "
+                                     f"{refine} support steps, {mode}").properties(
         width=300, height=200)
 
 

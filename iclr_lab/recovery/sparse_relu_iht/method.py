@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from iclr_lab.core.validation import check_int, check_range
+from iclr_lab.core.validation import check_array, check_int, check_range, check_seed
 
 if TYPE_CHECKING:
     import torch
@@ -68,7 +68,13 @@ class PlantedMLP:
 
 
 def relu_net(X: np.ndarray, W: np.ndarray, v: np.ndarray | None = None) -> np.ndarray:
-    """``sum_j (X W[:, j])_+ v_j`` (``sparse_relu_iht-eq-net``); ``v`` defaults to all ones."""
+    """``sum_j (X W[:, j])_+ v_j`` (``sparse_relu_iht-eq-net``); ``v`` defaults to all ones.
+
+    ``X`` is ``n x d``, ``W`` is ``d x m`` and ``v`` has ``m`` entries, all finite."""
+    X = check_array("X", X, ndim=2)
+    W = check_array("W", W, shape=(X.shape[1], None))
+    if v is not None:
+        v = check_array("v", v, shape=(W.shape[1],))
     h = np.maximum(X @ W, 0.0)
     return h.sum(axis=1) if v is None else h @ v
 
@@ -118,8 +124,11 @@ def psnr(y: np.ndarray, y_hat: np.ndarray) -> float:
     """``20 log10(max|y|) - 10 log10(MSE)`` in dB, the authors' metric (``sparse_relu_iht-eq-psnr``).
 
     The MSE is floored at ``MSE_FLOOR`` (``1e-32``), so that an exact fit gives a finite number.
+    ``y`` (1-D) must be finite; a NaN in ``y_hat`` (a fit that diverged) propagates: the PSNR is
+    NaN, which the learning-rate tuning reads as a diverged run.
     """
-    y = np.asarray(y, dtype=float)
+    y = check_array("y", y, ndim=1).astype(float)
+    y_hat = check_array("y_hat", y_hat, shape=y.shape, finite=False)
     mse = float(np.mean((y - np.asarray(y_hat, dtype=float)) ** 2))
     peak = float(np.max(np.abs(y)))
     if peak == 0:
@@ -148,17 +157,15 @@ class SensingOperator:
 
     def __init__(self, X: np.ndarray, p: int, *, generators: np.ndarray | None = None,
                  seed: int = 0) -> None:
-        X = np.asarray(X, dtype=float)
-        if X.ndim != 2:
-            raise ValueError(f"X must be a 2-D array (n x d), got shape {X.shape}")
+        X = check_array("X", X, ndim=2).astype(float)
         self.X = X
         self.n, self.d = X.shape
         self.p = check_int("p", p, 1)
-        self.seed = check_int("seed", seed, 0)
+        self.seed = check_seed(seed)
         self._dense: np.ndarray | None = None
         self._sparse: tuple[np.ndarray, np.ndarray] | None = None
         if generators is not None:
-            g = np.asarray(generators, dtype=float)
+            g = check_array("generators", generators, ndim=2).astype(float)
             if g.shape != (self.p, self.d):
                 raise ValueError(f"generators must have shape (p, d) = {(self.p, self.d)}, "
                                  f"got {g.shape}")
@@ -224,9 +231,14 @@ class SensingOperator:
 
 def hard_threshold(v: np.ndarray, s: int) -> np.ndarray:
     """Indices of the ``s`` largest entries of ``|v|`` (``H_s`` of ``sparse_relu_iht-eq-iht``),
-    sorted; ties are broken by position so that the result is deterministic."""
-    v = np.asarray(v)
-    s = check_int("s", s, 0, v.size)
+    sorted; ties are broken by position so that the result is deterministic. ``v`` is a finite,
+    non-empty 1-D array."""
+    v = check_array("v", v, ndim=1)
+    return _hard_threshold(v, check_int("s", s, 0, v.size))
+
+
+def _hard_threshold(v: np.ndarray, s: int) -> np.ndarray:
+    """:func:`hard_threshold` without the checks, for the streaming projection's inner loop."""
     if s == 0:
         return np.zeros(0, dtype=np.int64)
     order = np.lexsort((np.arange(v.size), -np.abs(v)))
@@ -300,7 +312,7 @@ def _streaming_top_s(op: SensingOperator, r: np.ndarray, idx: np.ndarray, vals: 
         cand[idx[sel] % d] += vals[sel]
         ci = np.concatenate([keep_i, j * d + np.arange(d)])
         cv = np.concatenate([keep_v, cand])
-        top = hard_threshold(cv, min(s, cv.size))
+        top = _hard_threshold(cv, min(s, cv.size))
         keep_i, keep_v = ci[top], cv[top]
     order = np.argsort(keep_i)
     return keep_i[order], keep_v[order]
@@ -345,12 +357,11 @@ def iht(X: np.ndarray, y: np.ndarray, s: int, *, width: int | None = None,
         w_true: the planted fused weights ``(p, d)``, to record the recovery error.
         tol: stop once the relative residual is at most ``tol`` (0: run every step).
     """
-    X = np.asarray(X, dtype=float)
-    y = np.asarray(y, dtype=float)
-    if X.ndim != 2 or y.shape != (X.shape[0],):
-        raise ValueError(f"X must be n x d and y of length n; got {X.shape} and {y.shape}")
+    X = check_array("X", X, ndim=2).astype(float)
+    y = check_array("y", y, shape=(X.shape[0],)).astype(float)
     if generators is not None:
-        p = int(np.asarray(generators).shape[0])
+        generators = check_array("generators", generators, ndim=2)
+        p = int(generators.shape[0])
     elif width is None:
         raise ValueError("width must be given when generators is None")
     else:
@@ -361,9 +372,8 @@ def iht(X: np.ndarray, y: np.ndarray, s: int, *, width: int | None = None,
     refine = check_int("refine", refine, 0)
     check_range("tol", tol, 0.0)
     op = SensingOperator(X, p, generators=generators, seed=seed)
-    wt = None if w_true is None else np.asarray(w_true, dtype=float).reshape(-1)
-    if wt is not None and wt.size != d * p:
-        raise ValueError(f"w_true must have p * d = {d * p} entries, got {wt.size}")
+    wt = None if w_true is None else check_array("w_true", w_true, shape=(p, d)).astype(
+        float).reshape(-1)
     ny = float(np.linalg.norm(y)) or 1.0
     nw = float(np.linalg.norm(wt)) if wt is not None else 1.0
 
@@ -441,15 +451,16 @@ def iht(X: np.ndarray, y: np.ndarray, s: int, *, width: int | None = None,
 def least_squares(A: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The minimum-norm least-squares solution of ``A w = y`` (``numpy.linalg.lstsq``): the
     baseline that ignores sparsity."""
-    A = np.asarray(A, dtype=float)
-    return np.linalg.lstsq(A, np.asarray(y, dtype=float), rcond=None)[0]
+    A = check_array("A", A, ndim=2).astype(float)
+    y = check_array("y", y, shape=(A.shape[0],)).astype(float)
+    return np.linalg.lstsq(A, y, rcond=None)[0]
 
 
 def omp(A: np.ndarray, y: np.ndarray, s: int) -> np.ndarray:
     """Orthogonal matching pursuit: ``s`` greedy picks of the column most correlated with the
     residual (columns normalised), each followed by least squares on the picked columns."""
-    A = np.asarray(A, dtype=float)
-    y = np.asarray(y, dtype=float)
+    A = check_array("A", A, ndim=2).astype(float)
+    y = check_array("y", y, shape=(A.shape[0],)).astype(float)
     s = check_int("s", s, 1, A.shape[1])
     norms = np.linalg.norm(A, axis=0)
     norms[norms == 0] = np.inf  # an all-zero column (a silent input) is never picked
@@ -538,8 +549,6 @@ def _mse_grads(Xt: torch.Tensor, yt: torch.Tensor, u: torch.Tensor, v: torch.Ten
 
 def _imp_checked(X: np.ndarray, y: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, int]:
     """``X`` (n x d) and ``y`` (n) as float arrays, and the width, checked for :func:`imp`."""
-    from iclr_lab.core.validation import check_array
-
     X = check_array("X", X, ndim=2, finite=True).astype(float)
     y = check_array("y", y, shape=(X.shape[0],), finite=True).astype(float)
     return X, y, check_int("width", width, 1)
@@ -557,7 +566,7 @@ def _imp_tree(X: np.ndarray, y: np.ndarray, m: int, schedules: dict[int, list[in
     from iclr_lab.core.nn import adam_update
 
     n, d = X.shape
-    gen = torch.Generator().manual_seed(check_int("seed", seed, 0))
+    gen = torch.Generator().manual_seed(seed)
     # torch.nn.Linear's default initialisation, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), drawn from gen
     u0 = (torch.rand(d, m, generator=gen, dtype=torch.float64) * 2 - 1) / math.sqrt(d)
     v0 = (torch.rand(m, generator=gen, dtype=torch.float64) * 2 - 1) / math.sqrt(m)
@@ -637,7 +646,7 @@ def imp(X: np.ndarray, y: np.ndarray, width: int, s: int, *, budget: int, lr: fl
     counts = imp_rounds(d * m, s, prune_fraction)
     phases = len(counts) + 1
     budget = check_int("budget", budget, phases)
-    return _imp_tree(X, y, m, {s: counts}, budget // phases, lr, check_int("seed", seed, 0))[s]
+    return _imp_tree(X, y, m, {s: counts}, budget // phases, lr, check_seed(seed))[s]
 
 
 def imp_sweep(X: np.ndarray, y: np.ndarray, width: int, ss: Sequence[int], *, epochs: int,
@@ -664,5 +673,5 @@ def imp_sweep(X: np.ndarray, y: np.ndarray, width: int, ss: Sequence[int], *, ep
     epochs = check_int("epochs", epochs, 1)
     lr = check_range("lr", lr, 0.0, low_open=True)
     schedules = {s: imp_rounds(d * m, s, prune_fraction) for s in targets}
-    runs = _imp_tree(X, y, m, schedules, epochs, lr, check_int("seed", seed, 0))
+    runs = _imp_tree(X, y, m, schedules, epochs, lr, check_seed(seed))
     return [runs[s] for s in targets]
