@@ -490,6 +490,13 @@ def numbers(report: Report) -> dict[str, Any]:
             gap = "gap" if key == "localmuon" else f"gap_{key}"
             out[f"{gap}_{tag}"] = float(d.median())
             out[f"{gap}_{tag}_min"], out[f"{gap}_{tag}_max"] = float(d.min()), float(d.max())
+    # the heterogeneity claim's growth with SCAFFOLD in FedMuon's place (exercise fedmuon-ex-gap)
+    growth = (diff(LOCALMUON, SCAFFOLD, ALPHAS[0]) - diff(LOCALMUON, SCAFFOLD, ALPHAS[1]))
+    out["growth_scaffold"] = float(growth.median())
+    out["growth_scaffold_min"], out["growth_scaffold_max"] = float(growth.min()), float(growth.max())
+    # how far LocalMuon's deficit under skew moves from seed to seed (largest over smallest)
+    out["gap_het_spread"] = (out["gap_het_max"] / out["gap_het_min"]
+                             if out["gap_het_min"] > 0 else float("nan"))
     # images of difference in test accuracy: FedMuon against the strongest baseline (the claim),
     # against LocalMuon, and the control (LocalMuon against the strongest baseline but itself)
     n_test = len(client_shards(replace(_sizes(report.scale).setup), report.seed).split.y_test)
@@ -507,8 +514,21 @@ def numbers(report: Report) -> dict[str, Any]:
     budget = float(het.loc[het["method"] == LOCALMUON, "uploads"].max())
     fm = het[(het["method"] == FEDMUON) & (het["uploads"] <= budget)].sort_values("uploads")
     out["loss_fedmuon_equal_comm"] = float(fm["loss"].iloc[-1])
+    first = fin[(fin["method"] == LOCALMUON) & (fin["dirichlet"] == ALPHAS[0])
+                & (fin["seed"] == report.seed)]
+    out["loss_localmuon_het_first"] = float(first["final_loss"].iloc[0])
     out["equal_comm_uploads"] = float(fm["uploads"].iloc[-1])
     out["localmuon_uploads"] = budget
+    # at how many seed blocks of the shipped stability table each paper claim's median (not its
+    # interval) lies on the paper's side of 0 (NaN without a table at this scale)
+    from iclr_lab.core.stability import load
+
+    table = load("fedmuon")
+    for name in ("heterogeneity", "beats_baselines_loss", "beats_baselines_accuracy"):
+        rows = (table or {}).get("claims", {}).get(name, []) if report.scale == "book" else []
+        sign = -1.0 if report.claim(name).op in ("<", "<=") else 1.0
+        out[f"{name}_median_side"] = (float(sum(sign * float(r["measured"]) > 0 for r in rows))
+                                      if rows else float("nan"))
     skew = report.tables["skew"]
     for a, tag in zip(ALPHAS, ("het", "iid"), strict=True):
         c90 = skew.loc[skew["dirichlet"] == a, "classes_90"]

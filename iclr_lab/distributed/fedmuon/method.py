@@ -99,7 +99,7 @@ def lmo(G: torch.Tensor, norm: str = "spectral", ns_steps: int | None = None,
 
     Args:
         G: a non-empty, finite tensor; for the spectral norm a vector or a matrix.
-        norm: one of :data:`NORMS`.
+        norm: one of :data:`~iclr_lab.distributed.fedmuon.method.NORMS`.
         ns_steps: Newton-Schulz iterations (an integer >= 0), or ``None`` (exact SVD).
         eps: in (0, inf): the smallest norm divided by, and the relative size below which a
             singular value is dropped.
