@@ -359,7 +359,7 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
     """Run the chapter's experiments over seeds ``seed, seed+1, ...`` and judge the claims.
 
     Each method's step size, for each experiment, is chosen first by the core tuning helper on
-    tuning seeds disjoint from these (:func:`_tune`); the judging seeds then run every method at
+    tuning seeds disjoint from these (``_tune``); the judging seeds then run every method at
     its chosen step only.
     """
     seed = check_seed(seed)
@@ -736,6 +736,38 @@ def numbers(report: Report) -> dict[str, Any]:
     heavy = t["tuned"][t["tuned"].experiment == "heavy"].set_index("method")["median"]
     for label, v in heavy.items():
         out[f"time_heavy_{str(label).replace(' ', '_').replace('²', '2').lower()}"] = float(v)
+    # the comparison with Malenia as a ratio too (median over seeds of the per-seed ratio), to read
+    # the paired differences of beats_malenia* on the scale of the values
+    for exp in ("main", "main_half"):
+        r_vals, m_vals = _tuned_values(t, exp, "Ringleader"), _tuned_values(t, exp, "Malenia")
+        out[f"ratio_{exp}_ringleader_malenia"] = float(np.median(r_vals / m_vals))
+    out["tuning_seeds"] = float(t["grid"]["seed"].nunique())
+    # judging seeds on which a method, at its tuned step, never reached the target
+    for exp in TIME_REGIMES:
+        for m in STRAGGLER_METHODS:
+            key = m.replace(" ", "_").replace("²", "2").lower()
+            out[f"missed_{exp}_{key}"] = float(np.isinf(_tuned_values(t, exp, m)).sum())
+    out.update(_block_ranges(report))
+    return out
+
+
+def _block_ranges(report: Report) -> dict[str, float]:
+    """Per claim of the shipped stability table (a book-scale report only), the smallest and the
+    largest value over its seed blocks, the method's and the control's (``<claim>_blocks_lo``,
+    ``<claim>_blocks_hi``, ``<claim>_control_blocks_lo``, ``<claim>_control_blocks_hi``), so
+    that the text quotes the other blocks from the table rather than by hand."""
+    from iclr_lab.core.stability import load
+
+    table = load(report.slug)
+    if table is None or table.get("scale") != report.scale:
+        return {}
+    out: dict[str, float] = {}
+    for name, entries in table["claims"].items():
+        for prefix, field_ in (("", "measured"), ("_control", "control_measured")):
+            vals = [e[field_] for e in entries if e[field_] is not None]
+            if vals:
+                out[f"{name}{prefix}_blocks_lo"] = float(min(vals))
+                out[f"{name}{prefix}_blocks_hi"] = float(max(vals))
     return out
 
 
