@@ -394,7 +394,7 @@ class Stability:
     holds: int
     control_fails: int | None = None
     seed_invariant: bool = False
-    #: blocks where the claim's premise held (``None``: the claim has no premise)
+    #: blocks where the claim's premise held, or ``None`` for a claim without a premise
     testable: int | None = None
 
     @property
