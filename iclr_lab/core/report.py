@@ -409,7 +409,8 @@ class Stability:
 
     @property
     def premise_stable(self) -> bool:
-        """Whether the claim's premise held at enough blocks to judge it (no premise: True)."""
+        """Whether the claim's premise held at enough blocks to judge it; True for a claim
+        without a premise."""
         return self.testable is None or self.testable >= self.needed
 
     @property
@@ -633,7 +634,10 @@ class Report:
                 f"stable at \u2265 {blocks - _misses()}/{blocks} seed blocks)")
         rest = [f"{counts[v]} {v}" for v in VERDICTS[1:] if counts[v]]
         if untestable:
-            rest.append(f"{untestable} {NOT_TESTABLE} (its premise does not hold at this scale)")
+            why = "its premise does not" if untestable == 1 else "their premises do not"
+            rest.append(f"{untestable} {NOT_TESTABLE} ({why} hold at this scale)")
+        if not judged:
+            head = "no paper claim is testable at this scale"
         return "; ".join([head, *rest])
 
     def tally(self) -> str:

@@ -283,3 +283,11 @@ def test_a_claim_whose_premise_fails_is_not_testable_and_leaves_the_headline(mon
     monkeypatch.setattr(stability, "DIRECTORY", tmp_path)
     c = reproduce("book", 0).claim("c")
     assert c.stability.testable == 2 and c.verdict == NOT_TESTABLE
+
+
+def test_headline_when_no_paper_claim_is_testable():
+    nan = Claim.over_seeds("p", "s", [math.nan] * 2, 1.0, control="null",
+                           control_values=[math.nan] * 2, not_testable="no gap")
+    report = Report("vradam", "book", 0, {}, [nan], stale=["x"])
+    assert report.headline() == ("no paper claim is testable at this scale; 1 not testable here "
+                                 "(its premise does not hold at this scale)")
