@@ -526,6 +526,34 @@ def test_smoke_report_numbers_and_charts(smoke_report) -> None:
             for name, color in zip(enc["domain"], enc["range"], strict=True):
                 assert seen.setdefault(name, color) == color, name
     assert len(seen) >= 6
+    assert "ratios" in charts
+    # the open-loop comparison is shown in the scorecard, the carried-over check is not a theorem
+    assert report.claim("open_loop_objective").kind == "derivation"
+    carry = report.claim("estimate_bounded_lp_carry")
+    assert carry.kind == "derivation" and "cannot fail" in carry.statement
+    lp = report.tables["lp_summary"]
+    share = lp[lp["method"] == "Bregman adaptive, κ carried over"]["share_tiny_steps"]
+    assert ((share >= 0) & (share <= 1)).all()
+
+
+def test_refit_after_the_first_drop_step() -> None:
+    """A curve that bends at its first drop step and is linear after it: the refit after the drop
+    reads 1, the whole window less; a power law after the drop reads the power-law reference."""
+    from iclr_lab.recovery.frank_wolfe_bregman.experiments import _after_drop
+
+    T, drop = 1000, 300
+    t = np.arange(T + 1, dtype=float)
+    kinds = np.array(["fw"] * T, dtype=object)
+    kinds[drop] = "drop"
+    linear_after = np.where(t < drop, 1.0 / np.maximum(t, 1), 1.0 / drop * 0.99 ** (t - drop))
+    after, power = _after_drop(linear_after, kinds, (200, T), 0.0)
+    assert after == pytest.approx(1.0, abs=1e-9)
+    assert slope_ratio(linear_after, (200, T)) != pytest.approx(1.0, abs=0.05)
+    powerlaw = 1.0 / np.maximum(t, 1)
+    after, power = _after_drop(powerlaw, kinds, (200, T), 0.0)
+    assert after == pytest.approx(power, rel=1e-9) and 0.48 < power < 1.0
+    # no drop step in the window: nothing to refit
+    assert all(math.isnan(v) for v in _after_drop(powerlaw, np.array(["fw"] * T), (200, T), 0.0))
 
 
 def test_explorer_recomputes_when_a_control_moves() -> None:
