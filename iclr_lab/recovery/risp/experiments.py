@@ -5,7 +5,9 @@ Cauchy prior), solved from the observation with the same step ``1/L`` by RED (``
 RISP (``risp-eq-risp``, ``theta = 0.2``, ``B^2 = 100``), heavy ball without restart (the control of
 every claim about RISP's restart), and Nesterov's method with O'Donoghue and Candes's gradient
 restart (``risp-eq-nesterov``); RISP against heavy ball at ``theta = 0.05``, where the restart
-fires and heavy ball oscillates, at ``B^2`` times 0.1, 1 and 10. Then the same deblurring problem on
+fires and heavy ball oscillates, at ``B^2`` times 0.1, 1 and 10, at ``FIRE_SEEDS`` noise draws of
+their own (``FIRE_SEED_BASE + seed + i``, away from the pilot seeds 0-4). Then the same deblurring
+problem on
 a smaller picture with the learned gradient-step prior (``risp-eq-learned``), solved by RED, RISP,
 heavy ball and Nesterov with restart. Every iteration count is
 fixed in ``SIZES`` before any run. The seed draws the noise.
@@ -13,6 +15,7 @@ fixed in ``SIZES`` before any run. The seed draws the noise.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +42,8 @@ if TYPE_CHECKING:
 
 __all__ = ["SIZES", "charts", "explore", "explorer", "image_figure", "numbers", "reproduce"]
 
-RED, RISP, HB, NEST = "RED", "RISP", "heavy ball, no restart", "Nesterov + O'D–C restart"
+# "Heavy" with a capital: the charts draw their lines in the order of the names, so RISP's comes last
+RED, RISP, HB, NEST = "RED", "RISP", "Heavy ball, no restart", "Nesterov + O'D–C restart"
 THETA, B2 = 0.2, 100.0  # the official code's default theta; B^2 = 100 at 128 x 128 pixels
 GRAD_TOL = 1e-3          # relative gradient tolerance of the "against the restart baseline" claim
 OBJ_TOL = 1e-4           # relative objective gap of the "faster to the objective" claim
@@ -47,6 +51,10 @@ SMALL_THETA, SMALL_B2 = 0.002, 10.0
 #: set after a pilot run at seeds 0-4 (source "pilot"): a theta where the restart fires and heavy
 #: ball without restart oscillates, and the sensitivity factors on B^2 asked for by the review
 FIRE_THETA, B2_FACTORS = 0.05, (0.1, 10.0)
+#: the claims at FIRE_THETA and the small-theta claim run on noise draws FIRE_SEED_BASE + seed + i
+#: (i < FIRE_SEEDS), so that no stability block re-measures the pilot seeds 0-4 that chose them;
+#: fixed, with the number of draws, after the fresh-eyes review and before any run at these seeds
+FIRE_SEED_BASE = 1000
 GAP_FLOOR = 1e-12        # floor of the relative objective gap on the chart's log axis
 LEARNED_RATIO = 0.25     # the learned-prior claim's threshold, the classical claim's, fixed before its runs
 DENOISE_GAIN = 1.5       # dB: the least PSNR gain of the GS denoiser on the test picture
@@ -63,14 +71,15 @@ class _Sizes:
     snapshot: int    # iteration shown in the image panel
     learned_size: int   # image side with the learned prior (a network pass per gradient)
     learned_iters: int  # the learned-prior comparison's iteration budget (fixed before its runs)
+    fire_seeds: int     # noise draws of the restart claims (theta = FIRE_THETA and SMALL_THETA)
 
 
 SIZES = {
-    "smoke": _Sizes(32, 30, 60, 120, (1.0, 0.2, 0.05, 0.002), 10, 24, 30),
+    "smoke": _Sizes(32, 30, 60, 120, (1.0, 0.2, 0.05, 0.002), 10, 24, 30, 2),
     # the sweep lost theta = 0.5 and 0.1 (chart only, no claim) to pay for the heavy-ball controls
-    "book": _Sizes(128, 300, 1000, 5000, (1.0, 0.2, 0.05, 0.01, 0.002), 50, 64, 300),
+    "book": _Sizes(128, 300, 1000, 5000, (1.0, 0.2, 0.05, 0.01, 0.002), 50, 64, 300, 5),
     "paper": _Sizes(256, 300, 1000, 5000, (1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.002), 50,
-                    128, 1000),
+                    128, 1000, 5),
 }
 
 
@@ -83,6 +92,13 @@ def _first_below(values: np.ndarray, level: float, budget: int) -> int:
     """The first iteration with ``values <= level``; ``budget + 1`` if never (a censored count)."""
     hit = np.flatnonzero(values <= level)
     return int(hit[0]) if hit.size else budget + 1
+
+
+def _to_red_end(count: float, budget: float, red_count: float) -> float:
+    """``count / red_count``, the claim ``objective_ratio``'s measure, or ``inf`` when the run never
+    reached RED's end value within its ``budget`` (``count = budget + 1``): a censored count must
+    fail, since RISP's budget (1000) is a fifth of RED's, and 1001 / RED's count could pass 0.4."""
+    return count / red_count if count <= budget else math.inf
 
 
 def _log_iters(n: int, points: int = 120) -> np.ndarray:
@@ -122,6 +138,35 @@ def _learned_rows(method: str, tr: Trace, g0: float) -> pd.DataFrame:
                          "psnr": tr.psnr[ks]})
 
 
+def _fire_rows(sz: _Sizes, seed: int) -> pd.DataFrame:
+    """The restart claims' runs, one row per noise draw ``FIRE_SEED_BASE + seed + i``: the smallest
+    gradient norm within ``sz.short`` iterations of RED, of heavy ball without restart and of RISP
+    (``B^2`` x 0.1, x 1, x 10) at ``FIRE_THETA``, their restart counts, and RISP with and without
+    restart at ``SMALL_THETA``."""
+    import pandas as pd
+
+    from iclr_lab.core.progress import progress
+
+    n, b2 = sz.short, _b2(sz.size, B2)
+
+    def low(t: Trace) -> float:
+        return float(np.min(t.grad_norm[: n + 1]))
+
+    rows = []
+    draws = [FIRE_SEED_BASE + seed + i for i in range(sz.fire_seeds)]
+    for s in progress(draws, desc="risp: restart claims"):
+        p = make_problem(sz.size, seed=s)
+        row: dict[str, float] = {"seed": float(s), "red": low(red(p, iters=n)),
+                                 "hb": low(risp(p, theta=FIRE_THETA, restart=None, iters=n))}
+        for f in (1.0, *B2_FACTORS):
+            t = risp(p, theta=FIRE_THETA, restart=f * b2, iters=n)
+            row[f"risp_x{f:g}"], row[f"restarts_x{f:g}"] = low(t), float(len(t.restarts))
+        row["small_restart"] = low(risp(p, theta=SMALL_THETA, restart=_b2(sz.size, SMALL_B2), iters=n))
+        row["small_hb"] = low(risp(p, theta=SMALL_THETA, restart=None, iters=n))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def _learned_runs(sz: _Sizes, seed: int) -> tuple[dict[str, Trace], Problem, dict[str, float]]:
     """RED, RISP, heavy ball and Nesterov with restart on the deblurring problem with the learned
     prior, and
@@ -157,7 +202,10 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
     relative objective gap, PSNR), ``theta_sweep`` (RISP with and without restart over theta),
     ``summary`` (one row per method: the numbers the claims use), ``images`` (crops of the truth,
     the observation, and RED's and RISP's iterates at one iteration), ``checks`` (single numbers),
-    and for the learned prior ``learned_curves``, ``learned_summary`` and ``learned_images``.
+    ``fire`` (one row per noise draw of the restart claims: the smallest gradient norms within the
+    short horizon of RED, heavy ball and RISP at ``FIRE_THETA``, restart counts, and RISP with and
+    without restart at ``SMALL_THETA``), and for the learned prior ``learned_curves``,
+    ``learned_summary`` and ``learned_images``.
     """
     import pandas as pd
     import torch  # noqa: F401 - imported before seed_everything, which then pins it to one thread
@@ -194,9 +242,8 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
                 else:
                     sweep_runs[(th, label)] = risp(p, theta=th, restart=b if b is None else
                                                    (small_b2 if th == SMALL_THETA else b), iters=n)
-        # the B^2 sensitivity at FIRE_THETA (B^2 itself and heavy ball are in the sweep)
-        fire = {f: risp(p, theta=FIRE_THETA, restart=f * b2, iters=n)
-                for f in (B2_FACTORS if FIRE_THETA in sz.thetas else ())}
+        # the restart claims (FIRE_THETA with B^2 x 0.1, 1, 10; SMALL_THETA) on their own draws
+        fire = _fire_rows(sz, seed)
         # theta = 1 against RED: the sanity check, iterate by iterate (RED's long run kept its
         # iterate at the snapshot, from the same start with the same step)
         eq = risp(p, theta=1.0, restart=b2, iters=snap, keep=(snap,))
@@ -224,8 +271,9 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
             # first iteration inside the band; budget + 1 (censored) when the run never enters it
             "iters_to_objective": float(_first_below(t.value - f_min, OBJ_TOL * (f0 - f_min),
                                                      len(t.value) - 1)),
-            # the same band around the run's own end value: speed, whichever critical point it ends at
-            "iters_to_own_end": float(_first_below(t.value - float(t.value[-1]),
+            # the same band around RED's end value, a target common to every method: a run stuck at
+            # a higher critical point never reaches it (budget + 1), so stalling is not rewarded
+            "iters_to_red_end": float(_first_below(t.value - float(runs[RED].value[-1]),
                                                    OBJ_TOL * (f0 - f_min), len(t.value) - 1)),
             "iters_to_grad_tol": float(_first_below(t.grad_norm, GRAD_TOL * g0, len(t.grad_norm) - 1)),
             "budget": float(len(t.value) - 1),
@@ -235,28 +283,18 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
             "restarts": float(len(t.restarts)),
         }
     summary = pd.DataFrame([{"method": m, **v} for m, v in stats.items()])
-    small_ratio = (min_grad(sweep_runs[(SMALL_THETA, "restart")], n)
-                   / min_grad(sweep_runs[(SMALL_THETA, "no restart")], n)) if SMALL_THETA in sz.thetas \
-        else float("nan")
-    # RISP against its control, heavy ball without restart, at FIRE_THETA: B^2 x 0.1, x 1, x 10
-    fire_hb = min_grad(sweep_runs[(FIRE_THETA, "no restart")], n)
-    fire_runs = {1.0: sweep_runs[(FIRE_THETA, "restart")], **fire}
-    fire_vs_hb = {f: min_grad(t, n) / fire_hb for f, t in fire_runs.items()}
-    fire_restarts = {f: float(len([k for k in t.restarts if k <= n])) for f, t in fire_runs.items()}
-    fire_vs_red = min_grad(fire_runs[1.0], n) / min_grad(runs[RED], n)
-    hb_fire_vs_red = fire_hb / min_grad(runs[RED], n)
+    # the restart claims, per noise draw: RISP against its control, heavy ball without restart, at
+    # FIRE_THETA (B^2 x 0.1, x 1, x 10), both against RED, and the restart's gain at SMALL_THETA
+    small_ratio = (fire["small_restart"] / fire["small_hb"]).to_list()
+    fire_vs_red = (fire["risp_x1"] / fire["red"]).to_list()
+    hb_fire_vs_red = (fire["hb"] / fire["red"]).to_list()
+    log_hb = np.log10(fire["hb"]).to_list()
+    log_fire = {f: np.log10(fire[f"risp_x{f:g}"]).to_list() for f in (1.0, *B2_FACTORS)}
+    fire_restarts = {f: float(fire[f"restarts_x{f:g}"].median()) for f in (1.0, *B2_FACTORS)}
     # distance between the end points: are the long runs at the same stationary point?
     rms_risp_red = float(np.sqrt(np.mean((runs[RISP].x - runs[RED].x) ** 2)))
     rms_nest_red = float(np.sqrt(np.mean((runs[NEST].x - runs[RED].x) ** 2)))
     extra = pd.DataFrame([{"quantity": "theta=1 vs RED, max abs difference", "value": diff_theta_one},
-                          {"quantity": "small-theta restart ratio", "value": small_ratio},
-                          *({"quantity": f"theta={FIRE_THETA:g}, B2 x {f:g}: RISP / heavy ball",
-                             "value": v} for f, v in fire_vs_hb.items()),
-                          *({"quantity": f"theta={FIRE_THETA:g}, B2 x {f:g}: restarts, short run",
-                             "value": v} for f, v in fire_restarts.items()),
-                          {"quantity": f"theta={FIRE_THETA:g}: RISP / RED", "value": fire_vs_red},
-                          {"quantity": f"theta={FIRE_THETA:g}: heavy ball / RED",
-                           "value": hb_fire_vs_red},
                           {"quantity": "RMS distance, RISP end to RED end", "value": rms_risp_red},
                           {"quantity": "RMS distance, Nesterov end to RED end", "value": rms_nest_red},
                           *({"quantity": k, "value": v} for k, v in lchecks.items())])
@@ -293,11 +331,12 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
                                    f"RISP, iteration {m}": learned[RISP].x})
 
     st = stats
-    # time to settle at the run's own end value: the band around F_min cannot separate the methods,
-    # since RED, at another critical point, never enters it and its count is censored at budget + 1
-    # (RISP's count is at most 1001 of RED's 5001, so that ratio could never exceed 0.2)
-    obj_ratio = st[RISP]["iters_to_own_end"] / st[RED]["iters_to_own_end"]
-    nest_settle = st[NEST]["iters_to_own_end"] / st[RED]["iters_to_own_end"]
+
+    def to_red_end(name: str) -> float:
+        # iterations to RED's end value (within the band) over RED's own, inf if never reached
+        return _to_red_end(st[name]["iters_to_red_end"], st[name]["budget"], st[RED]["iters_to_red_end"])
+
+    obj_ratio, nest_settle = to_red_end(RISP), to_red_end(NEST)
     red_in_band = st[RED]["iters_to_objective"] <= st[RED]["budget"]
     red_obj_text = (f"{st[RED]['iters_to_objective']:.0f}" if red_in_band
                     else f"never within its {st[RED]['budget']:.0f}")
@@ -310,9 +349,11 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
                    f"chapter: Cauchy prior, {sz.size}^2 pixels, the official default theta = "
                    f"{THETA:g} with B^2 = 100, where the restart fired {fires} times in "
                    f"{sz.risp_long} iterations (so heavy ball is nearly the same method)")
+    draws = f"noise draws {FIRE_SEED_BASE + seed}-{FIRE_SEED_BASE + seed + sz.fire_seeds - 1}"
     regime_fire = (f"chapter: theta = {FIRE_THETA:g}, where heavy ball without restart oscillates "
-                   f"and the restart fires ({fire_restarts.get(1.0, float('nan')):.0f} times within "
-                   f"{n} iterations at B^2 = 100); the paper's theta and B^2 depend on the task")
+                   f"and the restart fires (a median of {fire_restarts[1.0]:.0f} times within {n} "
+                   f"iterations at B^2 = 100), at {draws}; the paper's theta and B^2 depend on the "
+                   f"task")
     ablation = (f"the test is itself the comparison with the ablation: heavy ball without restart, "
                 f"same theta = {FIRE_THETA:g}, step, start and budget")
     claims = [
@@ -327,31 +368,38 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
               "RISP lowers ||grad F|| by orders of magnitude more than RED in 200 iterations "
               "(deblurring)", kind="paper", source="pilot", control=hb,
               control_measured=st[HB]["vs_red_300"], regime=regime_main),
-        Claim("grad_ratio_fires",
-              f"At theta = {FIRE_THETA:g} (B^2 = 100), where the restart fires, RISP's smallest "
-              f"gradient norm within {n} iterations is <= 0.25x RED's", fire_vs_red, 0.25, "<=",
-              "RISP lowers ||grad F|| by orders of magnitude more than RED (deblurring)",
-              kind="paper", source="pilot", control=f"heavy ball without restart (theta = "
-              f"{FIRE_THETA:g})", control_measured=hb_fire_vs_red, regime=regime_fire),
-        *(Claim(f"restart_vs_hb{suffix}",
-                f"At theta = {FIRE_THETA:g} with B^2 = {f * B2:g}, RISP's smallest gradient norm "
-                f"within {n} iterations is <= heavy ball's without restart (ratio <= 1)",
-                fire_vs_hb.get(f, float("nan")), 1.0, "<=",
-                "the restart is what makes weakly damped inertia provably fast", expected,
-                kind="paper", source="pilot", no_control=ablation, regime=regime_fire)
-          # expected from a pilot at seeds 0-4: B^2 = 10 loses to heavy ball at seeds 1 and 4 (by
-          # 7x and 29x), B^2 = 100 at seed 3 (6.5x); B^2 = 1000 wins at all five
+        Claim.over_seeds(
+            "grad_ratio_fires",
+            f"At theta = {FIRE_THETA:g} (B^2 = 100), where the restart fires, RISP's smallest "
+            f"gradient norm within {n} iterations is <= 0.25x RED's (median over {draws})",
+            fire_vs_red, 0.25, "<=",
+            "RISP lowers ||grad F|| by orders of magnitude more than RED (deblurring)",
+            kind="paper", source="pilot", control=f"heavy ball without restart (theta = "
+            f"{FIRE_THETA:g})", control_values=hb_fire_vs_red, regime=regime_fire),
+        *(Claim.paired(
+            f"restart_vs_hb{suffix}",
+            f"At theta = {FIRE_THETA:g} with B^2 = {f * B2:g}, RISP's smallest gradient norm within "
+            f"{n} iterations is below heavy ball's without restart: log10 of their ratio < 0, its "
+            f"median and the whole 95% t interval of its mean over {draws} (median ratio "
+            f"{10 ** float(np.median(np.subtract(log_fire[f], log_hb))):.3g}, "
+            f"median restarts {fire_restarts[f]:.0f})",
+            log_fire[f], log_hb, 0.0, "<",
+            "the restart is what makes weakly damped inertia provably fast", expected,
+            kind="paper", source="pilot", no_control=ablation, regime=regime_fire)
+          # expected from a pilot at seeds 0-4 (one seed each, ratio <= 1): B^2 = 10 lost to heavy
+          # ball at seeds 1 and 4 (by 7x and 29x), B^2 = 100 at seed 3 (6.5x); B^2 = 1000 won at
+          # all five. The paired test over fresh draws replaced the one-seed ratio after a review
           for f, suffix, expected in ((1.0, "", False), (B2_FACTORS[0], "_b2_low", False),
                                       (B2_FACTORS[1], "_b2_high", True))),
         Claim("objective_ratio",
-              f"RISP settles within {OBJ_TOL:g} (F_0 - F_min) of its own final value of F in <= 0.4x "
-              f"the iterations RED needs to settle at its own (RISP {st[RISP]['iters_to_own_end']:.0f}, "
-              f"RED {st[RED]['iters_to_own_end']:.0f}; Nesterov with restart: {nest_settle:.3g}x RED's). "
-              f"The band around F_min itself: RISP {st[RISP]['iters_to_objective']:.0f} iterations, "
-              f"RED {red_obj_text}",
+              f"RISP comes within {OBJ_TOL:g} (F_0 - F_min) of RED's final value of F (after "
+              f"{sz.red_long} iterations) in <= 0.4x the iterations RED needs (RISP "
+              f"{st[RISP]['iters_to_red_end']:.0f} of {sz.risp_long}, RED "
+              f"{st[RED]['iters_to_red_end']:.0f}; Nesterov with restart: {nest_settle:.3g}x RED's; a "
+              f"run that never gets there counts as inf). The band around F_min itself: RISP "
+              f"{st[RISP]['iters_to_objective']:.0f} iterations, RED {red_obj_text}",
               obj_ratio, 0.4, "<=", "RISP reaches RED's quality several times faster",
-              kind="paper", source="prior", control=hb,
-              control_measured=st[HB]["iters_to_own_end"] / st[RED]["iters_to_own_end"],
+              kind="paper", source="pilot", control=hb, control_measured=to_red_end(HB),
               regime=regime_main),
         Claim("same_fixed_point",
               f"RISP after {sz.risp_long} iterations and RED after {sz.red_long} end within 0.05 dB "
@@ -362,11 +410,12 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
               # misses by 0.1 dB; every seed's ends are ~0.015 apart in RMS), see the chapter
               expected=False, kind="paper", source="prior", control=hb + f" after {sz.risp_long}",
               control_measured=db_hb, regime=regime_main),
-        Claim("restart_small_theta",
-              f"At theta = {SMALL_THETA}, restarts (B^2 = {SMALL_B2:g}) at least halve the smallest "
-              f"gradient norm within {n} iterations", small_ratio, 0.5, "<=",
-              "restarting is what makes weakly damped inertia provably fast",
-              kind="derivation", source="pilot"),
+        Claim.over_seeds(
+            "restart_small_theta",
+            f"At theta = {SMALL_THETA}, restarts (B^2 = {SMALL_B2:g}) at least halve the smallest "
+            f"gradient norm within {n} iterations (median over {draws})", small_ratio, 0.5, "<=",
+            "restarting is what makes weakly damped inertia provably fast",
+            kind="derivation", source="pilot"),
         Claim("vs_nesterov_restart",
               f"RISP reaches ||grad F|| <= {GRAD_TOL:g} ||grad F(x_0)|| in no more iterations than "
               f"Nesterov with O'Donoghue-Candes restart (ratio of counts <= 1)",
@@ -399,6 +448,7 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
               source="prior"),
     ]
     tables = {"curves": curves, "theta_sweep": theta_sweep, "summary": summary, "checks": extra,
+              "fire": fire,
               "images": images, "learned_curves": learned_curves, "learned_summary": learned_summary,
               "learned_images": learned_images}
     return Report("risp", scale, seed, tables, claims, seconds=clock(), chart_builder=charts)
@@ -447,7 +497,9 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
                      colors=cols, x_title="iteration k",
                      y_title="min over j ≤ k of ‖∇F(x_j)‖ / ‖∇F(x_0)‖",
                      title="Learned prior: smallest gradient norm so far")
-    return {"gradient": grad, "objective": obj, "psnr": ps, "theta": theta, "learned": learned}
+    # the linear iteration axes (0 to 300) get ticks every 50: at every 20 the last two collided
+    return {"gradient": grad.configure_axisX(tickCount=7), "objective": obj, "psnr": ps,
+            "theta": theta.configure_axisX(tickCount=7), "learned": learned.configure_axisX(tickCount=7)}
 
 
 def image_figure(report: Report, table: str = "images", columns: int = 4) -> matplotlib.figure.Figure:
@@ -477,23 +529,24 @@ def image_figure(report: Report, table: str = "images", columns: int = 4) -> mat
 
 
 def numbers(report: Report) -> dict[str, float]:
-    """Numbers the chapter's prose quotes, read from ``report.tables`` (``summary``, ``checks`` and
-    ``learned_summary``)."""
+    """Numbers the chapter's prose quotes, read from ``report.tables`` (``summary``, ``checks``,
+    ``fire`` and ``learned_summary``)."""
     rows = report.tables["summary"].to_dict("records")
     by = {str(r["method"]): r for r in rows}
     out: dict[str, float] = {}
-    cols = ("min_grad_rel_300", "vs_red_300", "iters_to_objective", "iters_to_own_end", "iters_to_grad_tol",
+    cols = ("min_grad_rel_300", "vs_red_300", "iters_to_objective", "iters_to_red_end", "iters_to_grad_tol",
             "final_psnr", "final_gap_rel", "final_grad_rel", "restarts", "budget")
     for key, name in (("red", RED), ("risp", RISP), ("hb", HB), ("nest", NEST)):
         for col in cols:
             out[f"{key}_{col}"] = float(by[name][col])
     out["nest_obj_ratio"] = out["nest_iters_to_objective"] / out["red_iters_to_objective"]
     out["nest_db_to_red"] = abs(out["nest_final_psnr"] - out["red_final_psnr"])
-    out["hb_settle_ratio"] = out["hb_iters_to_own_end"] / out["red_iters_to_own_end"]
+    for key in ("risp", "hb", "nest"):  # as the claim objective_ratio counts: censored is inf
+        out[f"{key}_to_red_end_ratio"] = _to_red_end(out[f"{key}_iters_to_red_end"], out[f"{key}_budget"],
+                                                     out["red_iters_to_red_end"])
     out["hb_db_to_red"] = abs(out["hb_final_psnr"] - out["red_final_psnr"])
     out["hb_vs_nest_grad_tol"] = out["hb_iters_to_grad_tol"] / out["nest_iters_to_grad_tol"]
     checks = dict(zip(report.tables["checks"]["quantity"], report.tables["checks"]["value"], strict=True))
-    out["fire_hb_vs_red"] = float(checks[f"theta={FIRE_THETA:g}: heavy ball / RED"])
     out["rms_risp_red"] = float(checks["RMS distance, RISP end to RED end"])
     out["rms_nest_red"] = float(checks["RMS distance, Nesterov end to RED end"])
     lby = {str(r["method"]): r for r in report.tables["learned_summary"].to_dict("records")}
@@ -502,9 +555,20 @@ def numbers(report: Report) -> dict[str, float]:
                     "peak_iteration", "iters_to_red_psnr", "restarts", "budget"):
             out[f"learned_{key}_{col}"] = float(lby[name][col])
     out["learned_lipschitz"] = float(checks[LIP_USED])
+    # the restart claims' draws (table fire): medians, and the range of RISP / heavy ball
+    fire = report.tables["fire"]
+    out["fire_draws"] = float(len(fire))
+    out["fire_seed_first"], out["fire_seed_last"] = float(fire["seed"].min()), float(fire["seed"].max())
+    out["fire_hb_vs_red"] = float((fire["hb"] / fire["red"]).median())
+    out["fire_risp_vs_red"] = float((fire["risp_x1"] / fire["red"]).median())
     for f, key in ((1.0, "fire"), (B2_FACTORS[0], "fire_low"), (B2_FACTORS[1], "fire_high")):
-        out[f"{key}_restarts"] = float(checks[f"theta={FIRE_THETA:g}, B2 x {f:g}: restarts, short run"])
-        out[f"{key}_vs_hb"] = float(checks[f"theta={FIRE_THETA:g}, B2 x {f:g}: RISP / heavy ball"])
+        ratio = fire[f"risp_x{f:g}"] / fire["hb"]
+        out[f"{key}_restarts"] = float(fire[f"restarts_x{f:g}"].median())
+        out[f"{key}_vs_hb"] = float(ratio.median())
+        out[f"{key}_vs_hb_min"], out[f"{key}_vs_hb_max"] = float(ratio.min()), float(ratio.max())
+        out[f"{key}_wins"] = float((ratio < 1).sum())
+    small = fire["small_restart"] / fire["small_hb"]
+    out["small_ratio_min"], out["small_ratio_max"] = float(small.min()), float(small.max())
     out["learned_curvature_ends"] = float(checks["learned prior: largest curvature at the ends"])
     return out
 
