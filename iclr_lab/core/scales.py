@@ -9,17 +9,18 @@ A scale changes sizes (steps, seeds, grid points), never the algorithm.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Literal, TypeVar
 
 import numpy as np
 
 from iclr_lab.core.validation import check_choice, check_int, check_seed
 
-__all__ = ["SCALES", "Scale", "check_scale", "pick", "seed_everything"]
+__all__ = ["SCALES", "Scale", "check_scale", "one_thread", "pick", "seed_everything"]
 
 Scale = Literal["smoke", "book", "paper"]
 #: The three run sizes, smallest first.
@@ -67,3 +68,41 @@ def seed_everything(seed: int, *, threads: int | None = 1) -> np.random.Generato
         if threads is not None:
             torch.set_num_threads(check_int("threads", threads, 1))
     return np.random.default_rng(seed)
+
+
+@contextlib.contextmanager
+def one_thread(threads: int = 1) -> Iterator[None]:
+    """Run the block with ``threads`` threads in the BLAS and OpenMP pools (through threadpoolctl)
+    and in torch, as the book's build does; the previous settings come back afterwards.
+
+    The chapters' matrices and networks are small: on several threads of a busy machine their
+    loops run many times slower, and float reductions depend on the thread count, so a run on
+    other settings would not repeat the shipped stability tables. torch is pinned if it is
+    imported when the block starts or while it runs (a chapter that imports it lazily).
+    """
+    threads = check_int("threads", threads, 1)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn
+        limits: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
+    else:
+        limits = threadpool_limits(limits=threads)
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    env = os.environ.get("OMP_NUM_THREADS")
+    if torch is None:
+        # torch reads this when it is first imported, inside the block
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+    try:
+        with limits:
+            if torch is not None:
+                torch.set_num_threads(threads)
+            yield
+    finally:
+        if torch is None:
+            if env is None:
+                os.environ.pop("OMP_NUM_THREADS", None)
+            else:
+                os.environ["OMP_NUM_THREADS"] = env
+        elif before is not None:
+            torch.set_num_threads(before)

@@ -112,3 +112,34 @@ def test_a_valid_seed_is_returned_as_an_int():
 
     assert check_seed(np.int64(7)) == 7 and type(check_seed(np.int64(7))) is int
     assert check_seed(SEED_MAX) == SEED_MAX
+
+
+def test_one_thread_pins_blas_and_torch_and_restores_them():
+    import subprocess
+    import textwrap
+
+    from threadpoolctl import threadpool_info
+
+    from iclr_lab.core.scales import one_thread
+
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(2)
+    with one_thread():
+        assert torch.get_num_threads() == 1
+        assert all(p["num_threads"] == 1 for p in threadpool_info())
+    assert torch.get_num_threads() == 2
+    with pytest.raises(ValueError, match="threads"):
+        with one_thread(0):
+            pass
+    # a chapter that imports torch inside the block gets one thread too, and the variable is restored
+    code = textwrap.dedent("""
+        import os, sys
+        os.environ["OMP_NUM_THREADS"] = "3"
+        from iclr_lab.core.scales import one_thread
+        with one_thread():
+            import torch
+            n = torch.get_num_threads()
+        print(n, os.environ["OMP_NUM_THREADS"])
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "3"]

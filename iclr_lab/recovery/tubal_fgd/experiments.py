@@ -15,14 +15,14 @@ levels ``sigma`` (the same noise draw, scaled):
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from iclr_lab.core.scales import one_thread
 from iclr_lab.core.validation import check_int, check_range, check_seed
 from iclr_lab.recovery.tubal_fgd.method import (
     Measurements,
@@ -64,19 +64,6 @@ REGIME = ("paper: n = 30, k = 3, r = 3, alpha = 1e-10, m = 5nrk Gaussian measure
 #: experiments on an independent implementation (source "pilot"); NOISE_FLAT was fixed before any
 #: run ("prior"); REDUNDANT from the same pre-check.
 SMALL_RATIO, SPECTRAL_RATIO, ES_RATIO, LATE_RATIO, NOISE_FLAT, REDUNDANT = 1.2, 3.0, 1.35, 2.5, 1.5, 0.1
-
-
-@contextlib.contextmanager
-def _one_blas_thread() -> Iterator[None]:
-    """One BLAS thread while the experiments run: the matrices are small, and several threads on a
-    shared machine make the loop many times slower (and float sums depend on the thread count)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn and scipy's stack
-        yield
-        return
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
 
 
 # ----------------------------------------------------------------------------------------------
@@ -422,7 +409,7 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
     sz = pick(SIZES, scale)
     seed_everything(seed)
     seeds = [seed + i for i in range(sz.seeds)]
-    with timed() as elapsed, _one_blas_thread():
+    with timed() as elapsed, one_thread():
         problems = [_problem(sz, s) for s in seeds]
         sweep = _rank_sweep(sz, problems, seeds)
         noisy = _noisy(sz, problems, seeds)
@@ -806,7 +793,7 @@ def explore_run(alpha: float = 1e-6, R: float = 8, sigma: float = 0.3, steps: in
     p = _problem(sz, check_seed(seed))
     rng = np.random.default_rng([seed, 14])
     runs = [_start(p, SMALL, R_, sigma, alpha, rng), _start(p, SPECTRAL, R_, sigma, alpha, rng)]
-    with _one_blas_thread():
+    with one_thread():
         traj = _batch([p], [runs], steps)
     rows = []
     for b, run in enumerate(runs):
