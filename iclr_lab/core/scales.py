@@ -81,15 +81,16 @@ def one_thread(threads: int = 1) -> Iterator[None]:
     imported when the block starts or while it runs (a chapter that imports it lazily).
     """
     threads = check_int("threads", threads, 1)
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    env = os.environ.get("OMP_NUM_THREADS")
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn
         limits: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
     else:
+        # read torch's setting first: threadpool_limits applies its limit when it is made
         limits = threadpool_limits(limits=threads)
-    torch = sys.modules.get("torch")
-    before = torch.get_num_threads() if torch is not None else None
-    env = os.environ.get("OMP_NUM_THREADS")
     if torch is None:
         # torch reads this when it is first imported, inside the block
         os.environ["OMP_NUM_THREADS"] = str(threads)
