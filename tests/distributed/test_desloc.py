@@ -372,6 +372,46 @@ def test_the_scorecard_states_the_headline_that_does_not_reproduce(smoke_report)
     assert claims["keep_local_fails_iid"].source == "pilot"
 
 
+def _claims_of(train: dict[str, float], held_out: dict[str, float]):
+    """The claims of one split on a made-up final table (3 seeds) and a flat period sweep."""
+    from iclr_lab.distributed.desloc import experiments as ex
+
+    rows = [{"method": m, "seed": s, "final_loss": train.get(m, 1e-3), "test_loss": held_out.get(m, 0.1)}
+            for m in tr.METHODS for s in range(3)]
+    sweep = pd.DataFrame([{"sweep": sw, "multiplier": k, "seed": s, "step": 384, "loss": 1e-3 * k,
+                           "test_loss": 0.1 + (0.01 * k if sw == "Kx" else 0.001 * k)}
+                          for sw in ("Kx", "Kv") for k in (1, 2, 4) for s in range(3)])
+    claims, _ = ex._split_claims(pd.DataFrame(rows), sweep, ex._sizes("book"), "iid")
+    return {c.name: c for c in claims}
+
+
+def test_matches_local_adam_is_judged_on_the_held_out_loss():
+    """Training losses near 1e-3 (IID shards memorised): a method 5x Local Adam's training loss
+    passed the old test through its 0.01-nat slack. The test reads the held-out loss, O(0.1)."""
+    la, d = tr.LOCAL_ADAM, tr.DESLOC_NAME
+    # 5x Local Adam's training loss but the same held-out loss: it matches
+    c = _claims_of({la: 1e-3, d: 5e-3}, {la: 0.1, d: 0.1})["matches_local_adam_iid"]
+    assert c.passed and c.measured == pytest.approx(0.1 / (1.05 * 0.1 + 0.01))
+    # the same training loss but 1.3x the held-out loss: it does not (the old test passed it)
+    c = _claims_of({la: 1e-3, d: 1e-3}, {la: 0.1, d: 0.13})["matches_local_adam_iid"]
+    assert not c.passed
+    # the control (Local Adam at 2Kx) goes through the same held-out test and can fail
+    c = _claims_of({}, {la: 0.1, tr.LOCAL_ADAM_2: 0.2})["matches_local_adam_iid"]
+    assert min(c.control_per_seed) > 1 and c.control_passed is False
+    assert c.source == "pilot"
+
+
+def test_the_ratio_claims_read_the_held_out_loss_too():
+    """Reset's training loss 1e-5 against Local Adam's 1e-3 read as 'reset is 100x better'; the
+    claims compare held-out losses, where here reset is 3x worse."""
+    la, r = tr.LOCAL_ADAM, tr.RESET
+    claims = _claims_of({la: 1e-3, r: 1e-5}, {la: 0.1, r: 0.3})
+    assert claims["reset_fails_iid"].measured == pytest.approx(3.0)
+    assert claims["equal_bytes_better_loss_iid"].measured == pytest.approx(1.0)  # both at 0.1
+    assert claims["kv_matters_less_iid"].measured == pytest.approx(0.1)  # ranges 0.003 / 0.03
+    assert all(claims[n].source == "pilot" for n in claims)
+
+
 # --- the stacked runs of reproduce() -----------------------------------------------------------------
 
 def test_stacked_collective_averages_each_group_and_counts_one_worker():

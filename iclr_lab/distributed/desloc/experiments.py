@@ -80,7 +80,7 @@ INF = math.inf
 def _final_rows(curves: pd.DataFrame) -> pd.DataFrame:
     last = curves.loc[curves.groupby(["method", "seed"], sort=False)["step"].idxmax()]
     final = last.rename(columns={"loss": "final_loss"})
-    cols = ["method", "seed", "final_loss", "test_acc", "bytes", "rounds", "bytes_parameters",
+    cols = ["method", "seed", "final_loss", "test_loss", "test_acc", "bytes", "rounds", "bytes_parameters",
             "bytes_gradients", "bytes_first_moment", "bytes_second_moment"]
     return final[cols].reset_index(drop=True)
 
@@ -139,11 +139,12 @@ SPLIT_NAMES = {"iid": "IID", "sorted": "label-sorted"}
 REGIMES = {
     "iid": "paper's regime: IID shards (the paper's language-model runs give every worker a uniform "
            "share of one corpus); here the digits training set is shuffled and cut into one shard "
-           "per worker; training loss of the averaged model, as the paper reports training "
-           "perplexity",
+           "per worker; held-out loss of the averaged model (the test split): the paper reports "
+           "training perplexity on a corpus seen about once, where it is a held-out loss, while "
+           "these workers memorise their shards",
     "sorted": "the chapter's second regime, not the paper's: label-sorted shards (each worker holds "
               "two or three classes), where every state drifts between averages far more than on "
-              "IID data; training loss of the averaged model",
+              "IID data; held-out loss of the averaged model (the test split)",
 }
 #: the methods whose peak rate is tuned (every Adam method of the claims); Local SGD and DDP are
 #: reference points of the charts, at their recipe's rates, and enter no paper claim
@@ -211,8 +212,10 @@ PAPER_PERIODS = (256, 768, 1536)
 #: one model-sized all-reduce takes as long as this many local steps in the simulated wall-clock
 #: (a network where DDP spends half its time communicating)
 COMM_STEPS = 1.0
-#: "DES-LOC matches Local Adam": final loss <= MATCH_FACTOR x Local Adam's + MATCH_SLACK (fixed before
-#: any run of this experiment)
+#: "DES-LOC matches Local Adam": final held-out loss <= MATCH_FACTOR x Local Adam's + MATCH_SLACK
+#: (the two numbers fixed before any run of this experiment; the metric was the final training
+#: loss until a review found that on IID shards, where it is about 1e-3, the slack alone decided
+#: the test, and it moved to the held-out loss, of order 0.1, before the runs that judge it)
 MATCH_FACTOR = 1.05
 MATCH_SLACK = 0.01
 #: the heuristics' bar (pilot: suggested by a pre-check of the label-sorted experiment; the
@@ -316,13 +319,13 @@ def _tables(curves: pd.DataFrame, size: _Sizes) -> dict[str, pd.DataFrame]:
     parts.append(curves[curves["sweep"] != "main"])
     sweep = pd.concat(parts, ignore_index=True)
     sweep["swept"] = sweep["sweep"].map({"Kx": "Kx × m (Ku, Kv fixed)", "Kv": "Kv × m (Kx, Ku fixed)"})
-    keep = ["swept", "sweep", "multiplier", "method", "seed", "step", "loss", "units"]
+    keep = ["swept", "sweep", "multiplier", "method", "seed", "step", "loss", "test_loss", "units"]
     return {"curves": main.reset_index(drop=True), "final": final,
             "sweep": sweep[keep].reset_index(drop=True)}
 
 
-def _per_seed(final: pd.DataFrame, method: str) -> pd.Series:
-    return final[final["method"] == method].set_index("seed")["final_loss"].sort_index()
+def _per_seed(final: pd.DataFrame, method: str, column: str = "final_loss") -> pd.Series:
+    return final[final["method"] == method].set_index("seed")[column].sort_index()
 
 
 def _claims(tables: dict[str, pd.DataFrame], size: _Sizes) -> tuple[list[Claim], pd.DataFrame]:
@@ -358,14 +361,17 @@ def _claims(tables: dict[str, pd.DataFrame], size: _Sizes) -> tuple[list[Claim],
     return claims, acceptance
 
 
-#: what each split expects of each claim, set before the book-scale run that judges it, from the
-#: outside review's untuned runs at lr 3e-3 (IID: DES-LOC within the tolerance of Local Adam, the
-#: heuristics at 0.67-1.09x Local Adam; label-sorted: 1.195 against the tolerance, heuristics at
-#: 3.6x and 4.6x; equal bytes and Kv hold on both)
+#: what each split expects of each claim. On the training loss the expectations were set before the
+#: book-scale run that judged them, from the outside review's untuned runs at lr 3e-3 (IID: DES-LOC
+#: within the tolerance of Local Adam, the heuristics at 0.67-1.09x Local Adam; label-sorted: 1.195
+#: against the tolerance, heuristics at 3.6x and 4.6x; equal bytes and Kv hold on both). The
+#: held-out loss had no prior numbers: these flags are set from its first book run (seeds 0-2), so
+#: that the build fails if the numbers move, and they decide no verdict (the verdict is the
+#: method's and the control's pass or fail at the seed blocks)
 EXPECTED = {
-    "iid": {"matches_local_adam": True, "equal_bytes_better_loss": True, "keep_local_fails": False,
-            "reset_fails": False, "kv_matters_less": True},
-    "sorted": {"matches_local_adam": False, "equal_bytes_better_loss": True,
+    "iid": {"matches_local_adam": False, "equal_bytes_better_loss": False,
+            "keep_local_fails": False, "reset_fails": True, "kv_matters_less": False},
+    "sorted": {"matches_local_adam": False, "equal_bytes_better_loss": False,
                "keep_local_fails": True, "reset_fails": True, "kv_matters_less": True},
 }
 
@@ -374,55 +380,62 @@ def _split_claims(final: pd.DataFrame, sweep: pd.DataFrame, size: _Sizes,
                   split: str) -> tuple[list[Claim], pd.DataFrame]:
     kx = size.kx
     seeds = sorted(final["seed"].unique())
-    loss = {m: _per_seed(final, m) for m in METHODS}
+    held_out = {m: _per_seed(final, m, "test_loss") for m in METHODS}
     regime, exp, tag = REGIMES[split], EXPECTED[split], SPLIT_NAMES[split]
 
     def tolerance(method: str) -> pd.Series:
-        # the tolerance of "matches Local Adam", fixed before any run: 5% plus 0.01 nats
-        return loss[method] / (MATCH_FACTOR * loss[LOCAL_ADAM] + MATCH_SLACK)
+        # the tolerance of "matches Local Adam", fixed before any run: 5% plus 0.01 nats, on the
+        # held-out loss (O(0.1), so that the slack is a minor part of the tolerance): on the
+        # training loss, about 1e-3 on IID shards, the slack let any method below 0.01 match
+        return held_out[method] / (MATCH_FACTOR * held_out[LOCAL_ADAM] + MATCH_SLACK)
 
-    equal_bytes = loss[DESLOC_NAME] / loss[LOCAL_ADAM_2]
-    strongest = loss[LOCAL_ADAM] / loss[LOCAL_ADAM_2]
-    keep = loss[KEEP] / loss[LOCAL_ADAM]
-    reset = loss[RESET] / loss[LOCAL_ADAM]
-    desloc_vs_la = loss[DESLOC_NAME] / loss[LOCAL_ADAM]
+    # every ratio below reads the held-out loss too: on IID shards the training losses are about
+    # 1e-3 (reset's 1e-5), so their ratios measured how fast each method memorises the shards,
+    # and moved with the CPU's rounding (reset's IID ratio 0.04 on one machine, 0.02 on another)
+    equal_bytes = held_out[DESLOC_NAME] / held_out[LOCAL_ADAM_2]
+    strongest = held_out[LOCAL_ADAM] / held_out[LOCAL_ADAM_2]
+    keep = held_out[KEEP] / held_out[LOCAL_ADAM]
+    reset = held_out[RESET] / held_out[LOCAL_ADAM]
+    desloc_vs_la = held_out[DESLOC_NAME] / held_out[LOCAL_ADAM]
 
     def spread(swept: str) -> pd.Series:
         fin = sweep[sweep["sweep"] == swept]
         fin = fin.loc[fin.groupby(["multiplier", "seed"])["step"].idxmax()]
-        return fin.groupby("seed")["loss"].agg(lambda v: float(v.max() - v.min())).sort_index()
+        return fin.groupby("seed")["test_loss"].agg(lambda v: float(v.max() - v.min())).sort_index()
 
     kv_over_kx = spread("Kv") / spread("Kx")
     tuned = "every Adam method at the peak rate core.tuning chose for it on IID tuning runs"
+    moved = "the metric moved from the final training loss to the held-out loss after the first runs"
     claims = [
         Claim.over_seeds(f"matches_local_adam_{split}",
-                         f"{tag} shards: DES-LOC's final training loss is within the tolerance of "
-                         f"Local Adam's at the same Kx = {kx} (twice DES-LOC's bytes): loss / "
-                         f"({MATCH_FACTOR:g} x Local Adam's + {MATCH_SLACK:g}) <= 1 (median over "
-                         f"seeds; tolerance fixed before any run; {tuned}).",
+                         f"{tag} shards: DES-LOC's final held-out loss (cross-entropy on the "
+                         f"test split) is within the tolerance of Local Adam's at the same Kx = "
+                         f"{kx} (twice DES-LOC's bytes): loss / ({MATCH_FACTOR:g} x Local Adam's + "
+                         f"{MATCH_SLACK:g}) <= 1 (median over seeds; tolerance fixed before any "
+                         f"run; {moved}; {tuned}).",
                          tolerance(DESLOC_NAME).tolist(), 1.0, "<=",
                          paper="DES-LOC matches Local Adam at Kx with half its communication (at "
                                "billion scale: ICL average 51.6 against 51.8)",
-                         expected=exp["matches_local_adam"], kind="paper", source="prior",
+                         expected=exp["matches_local_adam"], kind="paper", source="pilot",
                          control=f"Local Adam at 2Kx = {2 * kx} (DES-LOC's bytes, all three states "
                                  "on one clock), through the same test",
                          control_values=tolerance(LOCAL_ADAM_2).tolist(), regime=regime),
         Claim("equal_bytes_better_loss_" + split,
-              f"{tag} shards: on every seed, DES-LOC's final training loss is below that of Local "
+              f"{tag} shards: on every seed, DES-LOC's final held-out loss is below that of Local "
               f"Adam at period 2Kx = {2 * kx}, which sends the same bytes ({size.workers} workers; "
-              f"{tuned}): the worst ratio over seeds is < 1.",
+              f"{tuned}; {moved}): the worst ratio over seeds is < 1.",
               float(equal_bytes.max()), 1.0, "<",
               paper="implied by the paper's result: DES-LOC matches Local Adam at Kx with half "
                     "its bytes, so it should beat Local Adam at 2Kx, which sends the same bytes",
-              expected=exp["equal_bytes_better_loss"], kind="paper", source="prior",
+              expected=exp["equal_bytes_better_loss"], kind="paper", source="pilot",
               no_control="the test is itself the comparison with the ablation at equal bytes "
                          "(Local Adam at 2Kx: the three states on one clock); run on the control "
                          "it scores exactly 1",
               regime=regime),
         Claim.over_seeds(f"keep_local_fails_{split}",
                          f"{tag} shards: keeping the optimizer states local ends at >= "
-                         f"{HEURISTIC_BAR:g}x the final loss of Local Adam at K = {kx} (median over "
-                         f"seeds; {tuned}; the bar is a pilot choice).",
+                         f"{HEURISTIC_BAR:g}x the final held-out loss of Local Adam at K = {kx} "
+                         f"(median over seeds; {tuned}; the bar is a pilot choice; {moved}).",
                          keep.tolist(), HEURISTIC_BAR, ">=",
                          paper="heuristics that keep states local or reset them are unstable and "
                                "lack guarantees; on the Rosenbrock toy they oscillate",
@@ -432,8 +445,8 @@ def _split_claims(final: pd.DataFrame, sweep: pd.DataFrame, size: _Sizes,
                          control_values=desloc_vs_la.tolist(), regime=regime),
         Claim.over_seeds(f"reset_fails_{split}",
                          f"{tag} shards: resetting the optimizer states at every average ends at >= "
-                         f"{HEURISTIC_BAR:g}x the final loss of Local Adam at K = {kx} (median over "
-                         f"seeds; {tuned}; the bar is a pilot choice).",
+                         f"{HEURISTIC_BAR:g}x the final held-out loss of Local Adam at K = {kx} "
+                         f"(median over seeds; {tuned}; the bar is a pilot choice; {moved}).",
                          reset.tolist(), HEURISTIC_BAR, ">=",
                          paper="periodically resetting states stalls with repeated oscillations",
                          expected=exp["reset_fails"], kind="paper", source="pilot",
@@ -441,13 +454,13 @@ def _split_claims(final: pd.DataFrame, sweep: pd.DataFrame, size: _Sizes,
                                  "test",
                          control_values=desloc_vs_la.tolist(), regime=regime),
         Claim.over_seeds(f"kv_matters_less_{split}",
-                         f"{tag} shards: the final loss varies less when Kv is multiplied by 1, 2, 4 "
-                         "(Kx, Ku fixed) than when Kx is (Ku, Kv fixed): range over the Kv sweep / "
-                         "range over the Kx sweep < 1 (median over seeds; DES-LOC at its tuned "
-                         "rate).",
+                         f"{tag} shards: the final held-out loss varies less when Kv is multiplied "
+                         "by 1, 2, 4 (Kx, Ku fixed) than when Kx is (Ku, Kv fixed): range over the "
+                         "Kv sweep / range over the Kx sweep < 1 (median over seeds; DES-LOC at its "
+                         f"tuned rate; {moved}).",
                          kv_over_kx.tolist(), 1.0, "<",
                          paper="perplexity gets clearly worse as Kx grows; Kv has almost no effect",
-                         expected=exp["kv_matters_less"], kind="paper", source="prior",
+                         expected=exp["kv_matters_less"], kind="paper", source="pilot",
                          no_control="the test is itself a comparison of two periods, the Kx sweep "
                                     "being its reference; the Kx sweep against itself scores 1",
                          regime=regime),
@@ -455,11 +468,14 @@ def _split_claims(final: pd.DataFrame, sweep: pd.DataFrame, size: _Sizes,
     rows = []
     for i, s in enumerate(seeds):
         rows += [
-            {"split": tag, "test": "final loss / Local Adam (2Kx), < 1 on every seed", "seed": s,
+            {"split": tag, "test": "held-out loss / Local Adam (2Kx), < 1 on every seed",
+             "seed": s,
              "DES-LOC": equal_bytes.iloc[i], "Local Adam (Kx), 2x the bytes": strongest.iloc[i]},
-            {"split": tag, "test": "final loss / Local Adam (Kx), heuristics >= 1.5", "seed": s,
+            {"split": tag, "test": "held-out loss / Local Adam (Kx), heuristics >= 1.5",
+             "seed": s,
              "DES-LOC": desloc_vs_la.iloc[i], "keep local": keep.iloc[i], "reset": reset.iloc[i]},
-            {"split": tag, "test": "loss / tolerance around Local Adam (Kx), <= 1", "seed": s,
+            {"split": tag, "test": "held-out loss / tolerance around Local Adam (Kx), <= 1",
+             "seed": s,
              "DES-LOC": tolerance(DESLOC_NAME).iloc[i],
              "Local Adam (2Kx)": tolerance(LOCAL_ADAM_2).iloc[i]},
         ]
@@ -483,9 +499,11 @@ def numbers(report: Report) -> dict[str, float]:
         final = t["final"][t["final"]["split"] == tag]
         med = final.groupby("method")["final_loss"].median()
         acc = final.groupby("method")["test_acc"].median()
+        held = final.groupby("method")["test_loss"].median()
         units = final.groupby("method")["units_per_step"].first()
         for method, key in keys.items():
             out[f"loss_{key}_{split}"] = float(med[method])
+            out[f"test_loss_{key}_{split}"] = float(held[method])
             out[f"acc_{key}_{split}"] = 100 * float(acc[method])
             out[f"units_{key}"] = float(units[method])
         ratio = _per_seed(final, DESLOC_NAME) / _per_seed(final, LOCAL_ADAM)
@@ -495,6 +513,21 @@ def numbers(report: Report) -> dict[str, float]:
         for name in (KEEP, RESET):
             r = _per_seed(final, name) / _per_seed(final, LOCAL_ADAM)
             out[f"{keys[name]}_over_la_{split}"] = float(r.median())
+            r = _per_seed(final, name, "test_loss") / _per_seed(final, LOCAL_ADAM, "test_loss")
+            out[f"{keys[name]}_over_la_test_{split}"] = float(r.median())
+        r = _per_seed(final, DESLOC_NAME, "test_loss") / _per_seed(final, LOCAL_ADAM, "test_loss")
+        out[f"desloc_over_la_test_{split}"] = float(r.median())
+        r = _per_seed(final, DESLOC_NAME, "test_loss") / _per_seed(final, LOCAL_ADAM_2, "test_loss")
+        out[f"equal_bytes_test_min_{split}"] = float(r.min())
+        out[f"equal_bytes_test_above_{split}"] = int((r > 1).sum())
+        # the claims as they were judged before, on the final training loss
+        r = _per_seed(final, DESLOC_NAME) / _per_seed(final, LOCAL_ADAM_2)
+        out[f"equal_bytes_train_worst_{split}"] = float(r.max())
+        # "matches Local Adam" as it was judged before, on the final training loss (the same
+        # 5% plus 0.01 nats), for the chapter's account of the change
+        for name, key in ((DESLOC_NAME, "desloc"), (LOCAL_ADAM_2, "la2")):
+            r = _per_seed(final, name) / (MATCH_FACTOR * _per_seed(final, LOCAL_ADAM) + MATCH_SLACK)
+            out[f"match_train_{key}_{split}"] = float(r.median())
         sw = t["sweep"][t["sweep"]["split"] == tag]
         last = sw.loc[sw.groupby(["sweep", "multiplier", "seed"])["step"].idxmax()]
         med_sweep = last.groupby(["sweep", "multiplier"])["loss"].median()
@@ -503,6 +536,13 @@ def numbers(report: Report) -> dict[str, float]:
         out[f"sweep_kx_top_{split}"] = float(med_sweep[("Kx", top)])
         out[f"sweep_kv_top_{split}"] = float(med_sweep[("Kv", top)])
         out[f"sweep_base_{split}"] = float(med_sweep[("Kx", 1)])
+        held_sweep = last.groupby(["sweep", "multiplier"])["test_loss"].median()
+        out[f"sweep_kx_top_test_{split}"] = float(held_sweep[("Kx", top)])
+        out[f"sweep_kv_top_test_{split}"] = float(held_sweep[("Kv", top)])
+        out[f"sweep_base_test_{split}"] = float(held_sweep[("Kx", 1)])
+        rng = last.groupby(["sweep", "seed"])["loss"].agg(lambda v: float(v.max() - v.min()))
+        kv_train = np.asarray(rng.xs("Kv"), dtype=float) / np.asarray(rng.xs("Kx"), dtype=float)
+        out[f"kv_train_{split}"] = float(np.median(kv_train))
         out["seeds"] = int(final["seed"].nunique())
     for name, lr in tuned_rates(report).items():
         out[f"lr_{keys[name]}"] = lr
@@ -547,11 +587,12 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     scale = palette(order, DESLOC_NAME, colors=COLORS)
     final_all = t["final"].assign(units=lambda d: d["bytes"] / model_bytes(DigitsSetup()))
     lo, hi = final_all["units"].min(), final_all["units"].max()
-    y_lo, y_hi = final_all["final_loss"].min() / 1.3, final_all["final_loss"].max() * 1.3
+    # the held-out loss, which the claims judge (the training loss is in the curves below)
+    y_lo, y_hi = final_all["test_loss"].min() / 1.3, final_all["test_loss"].max() * 1.3
     x = alt.X("units:Q", scale=alt.Scale(type="log", domain=[lo / 1.5, hi * 1.5]),
               title="model-sized all-reduces per worker (whole run)")
-    y = alt.Y("final_loss:Q", scale=alt.Scale(type="log", nice=False, domain=[y_lo, y_hi]),
-              title="final training loss")
+    y = alt.Y("test_loss:Q", scale=alt.Scale(type="log", nice=False, domain=[y_lo, y_hi]),
+              title="final held-out loss")
     color = alt.Color("method:N", scale=scale, title="method")
     panels, loss_bytes, loss_time = [], [], []
     for split in SPLITS:
@@ -559,9 +600,9 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         final = final_all[final_all["split"] == tag]
         pts = alt.Chart(final).mark_point(filled=True, size=45, opacity=0.75).encode(
             x=x, y=y, color=color,
-            tooltip=["method", "seed", alt.Tooltip("final_loss:Q", format=".4f"), "units:Q"])
+            tooltip=["method", "seed", alt.Tooltip("test_loss:Q", format=".4f"), "units:Q"])
         med = final.groupby("method", as_index=False).agg(
-            final_loss=("final_loss", "median"), units=("units", "first"))
+            test_loss=("test_loss", "median"), units=("units", "first"))
         ticks = alt.Chart(med).mark_tick(thickness=2, size=26).encode(x=x, y=y, color=color)
         panels.append(alt.layer(ticks, pts).properties(width=250, height=240,
                                                        title=f"{tag} shards"))
@@ -579,7 +620,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
             title=f"{tag} shards").properties(width=250, height=240))
     figs: dict[str, alt.TopLevelMixin] = {
         "final_vs_bytes": alt.hconcat(*panels).resolve_scale(color="shared").properties(
-            title="Final loss against communication (dots: seeds; ticks: medians)"),
+            title="Final held-out loss against communication (dots: seeds; ticks: medians)"),
         "loss_vs_bytes": alt.hconcat(*loss_bytes).resolve_scale(color="shared").properties(
             title="Loss against bytes sent"),
         "loss_vs_time": alt.hconcat(*loss_time).resolve_scale(color="shared").properties(

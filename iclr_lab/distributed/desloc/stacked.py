@@ -253,8 +253,9 @@ def train_stacked(method: Method, setup: DigitsSetup, seeds: Sequence[int],
         for k, (x_tr, y_tr, x_te, y_te) in enumerate(evals):
             m = model.load_into(k * workers, scratch)  # rank 0 of seed k
             loss, _ = m.evaluate(x_tr, y_tr)
-            _, acc = m.evaluate(x_te, y_te)
-            rows[k].append({"method": method.name, "step": step, "loss": loss, "test_acc": acc,
+            test_loss, acc = m.evaluate(x_te, y_te)
+            rows[k].append({"method": method.name, "step": step, "loss": loss,
+                            "test_loss": test_loss, "test_acc": acc,
                             **counts})
 
     record(0)

@@ -238,7 +238,8 @@ def train_worker(comm: Collective, method: Method, setup: DigitsSetup, seed: int
     Returns:
         A table with one row per evaluation on rank 0 (other ranks return an empty table), with
         columns ``method``, ``step``, ``loss`` (cross-entropy on the whole training set),
-        ``test_acc``, and the communication of this worker since the run started
+        ``test_loss`` and ``test_acc`` (cross-entropy and accuracy on the held-out test split),
+        and the communication of this worker since the run started
         (:meth:`~iclr_lab.core.collective.CommCounts.as_row`).
 
     Raises:
@@ -273,8 +274,9 @@ def train_worker(comm: Collective, method: Method, setup: DigitsSetup, seed: int
     def record(step: int) -> None:
         if comm.rank == 0:
             loss, _ = model.evaluate(x_all, y_all)
-            _, acc = model.evaluate(x_test, y_test)
-            rows.append({"method": method.name, "step": step, "loss": loss, "test_acc": acc,
+            test_loss, acc = model.evaluate(x_test, y_test)
+            rows.append({"method": method.name, "step": step, "loss": loss,
+                         "test_loss": test_loss, "test_acc": acc,
                          **(comm.counts() - start).as_row()})
 
     record(0)
