@@ -70,8 +70,7 @@ def seed_everything(seed: int, *, threads: int | None = 1) -> np.random.Generato
     return np.random.default_rng(seed)
 
 
-@contextlib.contextmanager
-def one_thread(threads: int = 1) -> Iterator[None]:
+def one_thread(threads: int = 1) -> contextlib.AbstractContextManager[None]:
     """Run the block with ``threads`` threads in the BLAS and OpenMP pools (through threadpoolctl)
     and in torch, as the book's build does; the previous settings come back afterwards.
 
@@ -80,7 +79,12 @@ def one_thread(threads: int = 1) -> Iterator[None]:
     other settings would not repeat the shipped stability tables. torch is pinned if it is
     imported when the block starts or while it runs (a chapter that imports it lazily).
     """
-    threads = check_int("threads", threads, 1)
+    # checked here, when it is called, not when the block is entered
+    return _one_thread(check_int("threads", threads, 1))
+
+
+@contextlib.contextmanager
+def _one_thread(threads: int) -> Iterator[None]:
     torch = sys.modules.get("torch")
     before = torch.get_num_threads() if torch is not None else None
     env = os.environ.get("OMP_NUM_THREADS")
