@@ -301,13 +301,16 @@ def smoke(smoke_report) -> Report:
 
 
 def test_smoke_report_has_every_table_and_number(smoke: Report) -> None:
-    assert {"formula", "abundant", "abundant_tuned", "scarce", "limit_curves", "limit_sims",
-            "collapse", "grid_theory", "grid_sims", "phase"} <= set(smoke.tables)
-    assert [t.method for t in smoke.tuning] == ["full data", "keep hard", "keep easy"]
+    assert {"formula", "abundant", "abundant_tuned", "scarce", "scarce_tuned", "limit_curves",
+            "limit_sims", "collapse", "grid_theory", "grid_sims", "phase"} <= set(smoke.tables)
+    assert [t.method for t in smoke.tuning] == ["full data", "keep hard", "keep easy",
+                                                "full data (n = d)", "keep hard (n = d)",
+                                                "keep easy (n = d)"]
     claims = {c.name: c for c in smoke.claims}
     assert claims["thm2_planned_limit"].measured > 0 and not claims["thm2_planned_limit"].expected
     assert claims["thm2_strong_limit"].source == claims["thm2_strong_sim"].source == "pilot"
     assert claims["less_is_more"].control and claims["scarce_more_is_more"].control
+    assert claims["scarce_more_is_more"].source == "pilot"  # its ridge was fixed before the review
     nums = numbers(smoke)
     assert all(np.isfinite(v) for v in nums.values() if isinstance(v, float))
     assert set(smoke.charts()) == {"formula", "less_is_more", "limit", "collapse", "grid", "phase"}
@@ -358,3 +361,23 @@ def test_tuned_comparison_reads_the_grid_and_runs_an_off_grid_ridge_afresh() -> 
             want = table[(table["rule"] == rule) & np.isclose(table["p"], mine["p"].iloc[0])
                          & np.isclose(table["lam"], t.choice)]
             assert mine["error"].tolist() == want.sort_values("seed")["error"].tolist()
+
+
+def test_scarce_claim_reads_each_rule_at_its_own_tuned_ridge(smoke: Report) -> None:
+    """The scarce comparison is tuned like the abundant one: one ridge per rule (the tuning
+    record's choice), every keep fraction of the grid read at it, and the claim's per-seed ratio
+    is keep hard's best over p against full data's, both at their own ridges."""
+    from iclr_lab.data.data_curation import experiments as ex
+
+    st = smoke.tables["scarce_tuned"]
+    chosen = {t.method.removesuffix(" (n = d)"): t.choice for t in smoke.tuning
+              if t.method.endswith("(n = d)")}
+    for rule, g in st.groupby("rule"):
+        assert np.allclose(g["lam"], chosen[rule])
+        want = [1.0] if rule == "full data" else list(ex.P_GRID)
+        assert sorted(g["p"].unique()) == want
+    claim = {c.name: c for c in smoke.claims}["scarce_more_is_more"]
+    for s, got in zip(sorted(st["seed"].unique()), claim.per_seed, strict=True):
+        g = st[st["seed"] == s]
+        ratio = g[g["rule"] == "keep hard"]["error"].min() / g[g["rule"] == "full data"]["error"].iloc[0]
+        assert got == pytest.approx(ratio, rel=1e-12)
