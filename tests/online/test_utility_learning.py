@@ -375,3 +375,24 @@ def test_smoke_claims_split_the_cep_games_by_mode_and_drop_the_hedge_slope() -> 
     assert len(r.claim("cep_payments_work_dominant").per_seed) == max(n_easy, 1)
     assert len(r.claim("cep_payments_fail_fresh").per_seed) == max(n_hard, 1)
     assert r.claim("single_bound_hedge").passed and r.claim("single_bound_rm").passed
+
+
+def test_smoke_theorem_claims_face_a_control_through_the_same_test() -> None:
+    from iclr_lab.online.utility_learning import reproduce
+    from iclr_lab.online.utility_learning.experiments import PROBE, SIGNAL_NAMES
+
+    r = reproduce(scale="smoke", seed=0)
+    for c in r.claims:
+        if c.kind == "theorem":
+            assert bool(c.control) != bool(c.no_control), c.name
+    single, two = r.tables["single"], r.tables["two_agent"]
+    T = int(single[single["agent"] == "best response (forgetful)"]["T"].iloc[0])
+    probe = single[(single["method"] == PROBE) & (single["agent"] == "Hedge") & (single["T"] == T)]
+    assert r.claim("single_error_hedge").control_per_seed == tuple(
+        probe.sort_values("seed")["error"])
+    none = two[(two["signals"] == SIGNAL_NAMES["none"]) & (two["L"] == two["L"].max())]
+    assert r.claim("two_agent_error").control_per_seed == tuple(none.sort_values("seed")["error"])
+    # the controls are real measurements on the same test, not failures by construction: each
+    # could pass it (finite values on the test's scale)
+    for name in ("single_error_hedge", "single_error_rm", "two_agent_error", "steer_gap"):
+        assert np.isfinite(r.claim(name).control_per_seed).all(), name
