@@ -261,9 +261,10 @@ class Claim:
 
         * ``reproduced``: the method passes, its control fails, and (from the shipped stability
           table) the method holds and the control fails at ``blocks - 1`` or more seed blocks;
-        * ``not discriminating``: the method passes and so does its control (at these seeds, or
-          at more than one seed block);
-        * ``not reproduced``: the method fails (at these seeds, or at more than one seed block).
+        * ``not reproduced``: the method fails (at these seeds, or at more than one seed block),
+          whatever its control does;
+        * ``not discriminating``: the method passes, here and at the seed blocks, and so does its
+          control (at these seeds, or at more than one seed block).
 
         A paper claim that has neither a control nor a reason for having none (``no_control``),
         or no stability table yet, is ``not judged (no control)`` / ``not judged (no stability
@@ -280,12 +281,13 @@ class Claim:
             return "not judged (no stability table)"
         if not self.stability.premise_stable:
             return NOT_TESTABLE
-        if not self.passed:
+        # The method must hold first (here and at the seed blocks); only a claim that holds can
+        # fail to discriminate. A method that passes here but misses at two blocks is not
+        # reproduced, whether or not its control passes too.
+        if not self.passed or not self.stability.method_stable:
             return "not reproduced"
         if self.control_passed:
             return "not discriminating"
-        if not self.stability.method_stable:
-            return "not reproduced"
         if self.control and not self.stability.control_stable:
             return "not discriminating"
         return "reproduced"

@@ -26,6 +26,7 @@ def _paper(measured, control=None, stab=None, name="c", no_control=""):
     (0.5, 2.0, Stability(8, 8, 6), "not discriminating"),   # ... at two seed blocks
     (2.0, 3.0, Stability(8, 0, 8), "not reproduced"),
     (0.5, 2.0, Stability(8, 6, 8), "not reproduced"),       # fails at two seed blocks
+    (0.5, 0.9, Stability(8, 6, 2), "not reproduced"),       # ... even where the control passes too
     (0.5, 2.0, None, "not judged (no stability table)"),
     (0.5, None, Stability(8, 8), "not judged (no control)"),
     (2.0, None, None, "not judged (no control)"),            # failing, but not through the protocol

@@ -105,7 +105,7 @@ def fixed_step_grid(T: int, tau: float = 2.0) -> np.ndarray:
     """The step sizes of SOGD's learners: ``B_0``'s ``D/(G sqrt T)``, then the Theorem 1 step of every
     discount of the grid ``discounted_oco-eq-grid`` (increasing). Each is a fixed-step baseline.
 
-    ``T >= 2`` and ``2 <= tau <= T``, as for :meth:`SOGD.grid`.
+    ``T >= 2`` and ``2 <= tau <= T``, as for :meth:`~iclr_lab.online.discounted_oco.learners.SOGD.grid`.
     """
     T = check_int("T", T, 2)
     return np.concatenate([[D / (G * math.sqrt(T))], OGD.tuned_lr(SOGD.grid(T, tau), D, G)])
