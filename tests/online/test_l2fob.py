@@ -573,3 +573,63 @@ def test_joint_robustness_fails_a_bidder_that_misses_the_roi_target() -> None:
     assert _joint(df, "steady", ["paper"], [1.0, 2.0])[0] <= 0.0  # flat reward, ROI met
     greedy = _joint(df, "greedy", ["paper"], [1.0, 2.0])[0]
     assert np.isclose(greedy, 0.95 - 0.80)  # flat reward, but the ROI misses: fails
+
+
+def test_every_bidder_gets_the_same_tuning_objective() -> None:
+    from iclr_lab.online.l2fob.experiments import METHODS, _tuning_scores
+
+    feasible = (np.array([0.90, 0.92]), np.array([0.96, 0.97]))
+    infeasible = (np.array([1.10, 1.20]), np.array([0.70, 0.72]))  # more reward, ROI missed
+    for m in METHODS:  # Wang et al.'s pacing included: it was tuned for reward alone before
+        assert np.isclose(_tuning_scores(m, *feasible), -0.91)
+        assert np.isclose(_tuning_scores(m, *infeasible), 1.0 - 0.71)
+        assert _tuning_scores(m, *feasible) < _tuning_scores(m, *infeasible)
+
+
+def _grid_runs(frozen: dict[str, float], grids: dict[str, list[float]]) -> pd.DataFrame:
+    return pd.DataFrame([{"method": m, "setting": "paper", "step": x, "seed": 0,
+                          "frozen": bool(np.isclose(x, frozen[m]))}
+                         for m, grid in grids.items() for x in grid])
+
+
+def test_windows_follow_one_rule_for_every_bidder_and_reach_past_the_grid() -> None:
+    from iclr_lab.online.l2fob.claims import windows
+    from iclr_lab.online.l2fob.experiments import L2, PD, WANG
+
+    r = 1 / 100  # steps of the baselines are multiples of 1/sqrt(T), T = 10^4
+    dual = [m * r for m in (1, 3, 10, 30, 100)]
+    runs = _grid_runs({L2: 0.6, PD: 30 * r, WANG: 10 * r},
+                      {L2: [0.06, 0.6, 1.9, 6.0, 60.0], PD: dual, WANG: dual})
+    extra = pd.DataFrame([{"method": m, "setting": "paper", "step": 300 * r, "seed": 0}
+                          for m in (PD, WANG)] + [  # L2FOB's extra runs do not enter a window
+        {"method": L2, "setting": "paper", "step": 0.6, "seed": 0}])
+    above, below = windows(runs, extra=extra), windows(runs, "below", extra)
+    assert above[L2] == [0.6, 1.9, 6.0] and below[L2] == [0.06, 0.6]
+    assert np.allclose(above[PD], [30 * r, 100 * r, 300 * r])  # reaches the step past the grid
+    assert np.allclose(above[WANG], [10 * r, 30 * r, 100 * r])
+    assert np.allclose(below[PD], [3 * r, 10 * r, 30 * r])
+    assert np.allclose(below[WANG], [1 * r, 3 * r, 10 * r])
+    for m in (L2, PD, WANG):  # every window is exactly 10x wide here
+        assert np.isclose(max(above[m]) / min(above[m]), 10.0)
+        assert np.isclose(max(below[m]) / min(below[m]), 10.0)
+    # without the runs past the grid the window above a step near the top is cut
+    assert np.allclose(windows(runs)[PD], [30 * r, 100 * r])
+    with pytest.raises(ValueError, match="side"):
+        windows(runs, "centred")
+
+
+def test_smoke_windows_and_baselines_past_the_grid(smoke) -> None:
+    from iclr_lab.online.l2fob.claims import tuned_steps, windows
+
+    runs, extra = smoke.tables["runs"], smoke.tables["extra"]
+    past = extra[extra["method"] != "L2FOB"]
+    # both baselines, one step past the grid, in every setting and on every judging seed
+    assert set(past.groupby(["method", "setting"]).size()) == {runs["seed"].nunique()}
+    assert len(past.groupby(["method", "setting"])) == 2 * runs["setting"].nunique()
+    tuned = tuned_steps(runs)
+    for side in ("above", "below"):
+        for m, w in windows(runs, side, extra).items():
+            assert any(np.isclose(w, tuned[m]))  # the frozen step is in both windows
+            assert max(w) / min(w) <= 10.0 + 1e-9
+    rob = smoke.tables["robustness"]
+    assert {"window above", "window below", "ROI / γ, lowest (below)"} <= set(rob.columns)
