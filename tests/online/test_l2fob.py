@@ -514,7 +514,7 @@ def smoke():
 def test_reproduce_smoke_reports_every_claim_kind(smoke) -> None:
     kinds = {c.kind for c in smoke.claims}
     assert kinds == {"paper", "theorem", "derivation", "sanity"}
-    per_run = {"regret_slope", "violation_slope", "budget_never_overspent"}
+    per_run = {"regret_slope", "violation_slope", "budget_never_overspent", "rho_rate"}
     assert all(len(c.per_seed) == 2 for c in smoke.claims if c.name not in per_run)
     runs = smoke.tables["runs"]
     assert set(runs["setting"]) == {"paper", "tight budget", "high ROI target"}
@@ -531,7 +531,10 @@ def test_reproduce_smoke_reports_every_claim_kind(smoke) -> None:
     same = runs[(runs["method"] == "L2FOB") & (runs["setting"] == "paper") & (runs["step"] == 0.6)]
     assert np.allclose(main.sort_values("seed")["reward"], same.sort_values("seed")["reward"])
     charts = smoke.charts()
-    assert {"tradeoff", "trajectories", "robustness", "rates", "eta_sweep", "anatomy"} <= set(charts)
+    assert {"tradeoff", "trajectories", "robustness", "rates", "eta_sweep", "anatomy",
+            "rho_rates"} <= set(charts)
+    # the rho sweep's paper-setting budget repeats the main experiment's streams: same seeds
+    assert set(smoke.tables["rho"]["seed"]) == set(runs["seed"])
 
 
 def test_paper_claims_name_a_control_or_a_reason_and_a_regime(smoke) -> None:
@@ -633,3 +636,31 @@ def test_smoke_windows_and_baselines_past_the_grid(smoke) -> None:
             assert max(w) / min(w) <= 10.0 + 1e-9
     rob = smoke.tables["robustness"]
     assert {"window above", "window below", "ROI / γ, lowest (below)"} <= set(rob.columns)
+
+
+def test_rho_sweep_runs_both_bidders_budget_only_on_every_budget(smoke) -> None:
+    from iclr_lab.online.l2fob.claims import rho_bound_slopes
+    from iclr_lab.online.l2fob.experiments import RHOS
+
+    rho = smoke.tables["rho"]
+    assert set(rho["method"]) == {"L2FOB", "Wang et al. (budget only)"}
+    assert sorted(rho["rho"].unique()) == sorted(RHOS)
+    assert (rho["budget_share"] <= 1.0 + 1e-12).all()  # the hard stop holds here too
+    assert np.allclose(rho["regret"], rho["fluid"] - rho["reward"])
+    l2_bound, wang_bound = rho_bound_slopes(rho)
+    # the bounds' factors: Wang et al.'s carries one more 1/rho, so its slope is lower by ~1
+    assert wang_bound < l2_bound - 0.5
+    c = smoke.claim("rho_rate")
+    assert c.control and np.isfinite(c.control_measured)
+    assert np.isclose(c.threshold, 0.5 * (l2_bound + wang_bound))
+
+
+def test_rho_bound_slopes_match_their_closed_form() -> None:
+    from iclr_lab.online.l2fob.claims import rho_bound_slopes
+
+    r = np.array([0.01, 0.04])
+    nu = 2.0 * r  # nu* proportional to rho: 1 + nu*/rho is flat, 1 + nu*/rho^2 = 1 + 2/rho
+    df = pd.DataFrame({"rho": r, "T": 100, "fluid": nu * 100})
+    l2_bound, wang_bound = rho_bound_slopes(df)
+    assert np.isclose(l2_bound, 0.0)
+    assert np.isclose(wang_bound, (np.log(1 + 2 / 0.04) - np.log(1 + 2 / 0.01)) / np.log(4))

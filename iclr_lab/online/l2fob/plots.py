@@ -231,6 +231,45 @@ def _trajectory_curves(traj: pd.DataFrame, steps: dict[str, float], runs: pd.Dat
     return _round_axis(alt.VConcatChart.from_dict(spec, validate=False))
 
 
+def _rho_chart(rho_runs: pd.DataFrame) -> alt.TopLevelMixin:
+    """Regret against the budget per round (log-log, budget only): L2FOB and Wang et al.'s pacing,
+    median over seeds with every seed's run, and the two bounds' factors ``1 + nu*/rho`` and
+    ``1 + nu*/rho^2`` scaled through each bidder's median at the largest budget (dashed)."""
+    import altair as alt
+    import pandas as pd
+
+    med = rho_runs.groupby(["method", "rho"], as_index=False)["regret"].median()
+    med = med[med["regret"] > 0]
+    nu = rho_runs.groupby("rho")["fluid"].first() / rho_runs.groupby("rho")["T"].first()
+    r = nu.index.to_numpy(dtype=float)
+    guides = []
+    for method, factor, label in ((L2, 1.0 + nu.to_numpy() / r, "L2FOB's bound, 1 + ν*/ρ"),
+                                  (WANG, 1.0 + nu.to_numpy() / r ** 2,
+                                   "Wang et al.'s bound, 1 + ν*/ρ²")):
+        m = med[med["method"] == method].set_index("rho")["regret"]
+        if len(m) and r.max() in m.index:
+            guides.append(pd.DataFrame({"rho": r, "regret": factor * m[r.max()] / factor[-1],
+                                        "method": method, "guide": label}))
+    methods = [L2, WANG]
+    color = alt.Color("method:N", scale=_scale(methods), title="bidder",
+                      legend=alt.Legend(orient="bottom", columns=1))
+    x = alt.X("rho:Q", scale=alt.Scale(type="log", nice=False), title="budget per round ρ")
+    y = alt.Y("regret:Q", scale=alt.Scale(type="log"), title="regret T·ν*(ρ) − Σr")
+    pos = rho_runs[rho_runs["regret"] > 0]
+    layers: list[Any] = [
+        alt.Chart(pos).mark_point(opacity=0.35, size=20).encode(x=x, y=y, color=color),
+        alt.Chart(med).mark_line(point=True).encode(
+            x=x, y=y, color=color,
+            tooltip=["method", "rho", alt.Tooltip("regret:Q", format=".3g")])]
+    if guides:
+        layers.append(alt.Chart(pd.concat(guides, ignore_index=True)).mark_line(
+            strokeDash=[5, 4], opacity=0.7).encode(x=x, y=y, color=color, detail="guide:N",
+                                                    tooltip=["guide"]))
+    return alt.layer(*layers).properties(width=320, height=240, title=[
+        "Regret against the budget per round (budget only, T fixed; log-log)",
+        "dots: seeds; line: median; dashed: each bound's factor through the median at the largest ρ"])
+
+
 def _robustness_chart(runs: pd.DataFrame, extra: pd.DataFrame | None = None) -> alt.TopLevelMixin:
     """Every grid point's reward (over the fluid optimum) and final ROI (over the target) in each
     setting: thin rule over every step run (the baselines' grid and their step past it, from
@@ -315,6 +354,9 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         width=220, height=220).facet(column=alt.Column("quantity:N", title=None)).resolve_scale(
         y="independent").properties(
         title="Medians over seeds against the horizon (log-log; dashed: slope 1/2)")
+
+    if "rho" in tb:
+        out["rho_rates"] = _rho_chart(tb["rho"])
 
     traj = tb["trajectories"]
     l2 = traj[traj["method"] == L2]
