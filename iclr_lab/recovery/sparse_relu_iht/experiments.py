@@ -11,7 +11,7 @@
   authors' runner trains it (as many full-batch epochs in every round as IHT runs outer steps), its
   learning rate tuned on a tuning seed;
 * Experiment 3 (digits, even against odd): IHT against IMP under the same protocol, IMP's learning
-  rate tuned on the validation split of a tuning seed.
+  rate tuned on the validation splits of several tuning seeds (scored by the worst of them).
 """
 
 from __future__ import annotations
@@ -55,10 +55,16 @@ ONESHOT = "IMP, one shot"
 EXACT = 1e-6
 #: a grid cell counts as recovered at this PSNR (the paper's heat maps; the spec's A2)
 PSNR_OK = 100.0
-#: the grid claim's bar. The spec's A2 asks for 0.4 of its full 5 x 6 grid (m up to 20, s from 1
-#: to 50); the chapter's first version set 0.3 for its 3 x 4 subgrid, which leaves out the easiest
-#: cells (m = 1, s = 1), without recording why, so the claim is "pilot"
+#: the share of exact cells quoted in the text (the chapter's former grid claim, bar 0.3; the
+#: spec's A2 asks for 0.4 of its full 5 x 6 grid). IMP never exceeds ~40 dB, so it could not pass
+#: that test whatever the data: a control that fails by construction
 GRID_BAR = 0.3
+#: the grid claim (the spec's A3): IHT's median PSNR over the grid minus the better IMP variant's,
+#: at least this (dB)
+GRID_MARGIN = -3.0
+#: the linear-rate claim (the spec's A1): the median contraction of the recovery error per outer
+#: step of the successful runs at the largest n is at most this
+STEP_CONTRACTION = 0.5
 #: IMP's learning-rate grid (Adam), fixed before any run; the authors' code uses 1e-3 (its default)
 LRS = (1e-3, 1e-2, 1e-1)
 IMP_DEFAULT_LR = 1e-3
@@ -100,21 +106,24 @@ class _Sizes:
     digit_width: int  # neurons of Experiment 3
     digit_steps: int  # IHT outer steps of Experiment 3, and IMP's epochs per round there
     digit_seeds: int  # seeds of Experiment 3
-    tune_seeds: int  # tuning seeds for IMP's learning rate (Experiments 2 and 3)
+    tune_seeds: int  # tuning seeds for IMP's learning rate on the grid (Experiment 2)
+    digit_tune_seeds: int  # tuning seeds for IMP's learning rate on digits (Experiment 3)
 
 
 SIZES = {
     "smoke": _Sizes(ns=(30, 70), trials=5, claim_n=70, transition_n=30, steps=8, grid_ms=(2, 5),
                     grid_ss=(2, 5), grid_n=400, grid_d=10, grid_seeds=1, digit_ss=(10,),
-                    digit_width=5, digit_steps=3, digit_seeds=1, tune_seeds=1),
+                    digit_width=5, digit_steps=3, digit_seeds=1, tune_seeds=1,
+                    digit_tune_seeds=2),
     "book": _Sizes(ns=(30, 50, 70, 100), trials=30, claim_n=70, transition_n=50, steps=15,
                    grid_ms=(2, 5, 10), grid_ss=(2, 5, 10, 20), grid_n=5000, grid_d=50,
                    grid_seeds=3, digit_ss=(10, 20, 50), digit_width=20, digit_steps=20,
-                   digit_seeds=3, tune_seeds=1),
+                   digit_seeds=3, tune_seeds=1, digit_tune_seeds=3),
     "paper": _Sizes(ns=(30, 50, 70, 100, 150, 200), trials=100, claim_n=70, transition_n=50,
                     steps=15, grid_ms=(2, 5, 10), grid_ss=(2, 5, 10, 20), grid_n=5000,
                     grid_d=50, grid_seeds=10, digit_ss=(10, 20, 50, 100), digit_width=20,
-                    digit_steps=20, digit_seeds=10, tune_seeds=2),
+                    digit_steps=20, digit_seeds=10, tune_seeds=2,
+                    digit_tune_seeds=3),
 }
 
 REFINE = 10  # support steps per outer step, the authors' value for the MLP tasks
@@ -349,7 +358,7 @@ def _digits(sz: _Sizes, seed: int) -> tuple[pd.DataFrame, list[Tuned]]:
                      "stored": r.nonzeros, "dense_params": 0, "floats": r.working_floats,
                      "evals": int(r.history[-1]["evals"])})
     tuned = []
-    tune_splits = {ts: _digit_split(ts) for ts in tuning_seeds(seed, sz.tune_seeds)}
+    tune_splits = {ts: _digit_split(ts) for ts in tuning_seeds(seed, sz.digit_tune_seeds)}
     for name in (IMP, ONESHOT):
         pf = 0.1 if name == IMP else None
 
@@ -357,11 +366,17 @@ def _digits(sz: _Sizes, seed: int) -> tuple[pd.DataFrame, list[Tuned]]:
             return imp_sweep(split[0], split[1], m, list(sz.digit_ss), epochs=sz.digit_steps,
                              lr=lr, prune_fraction=pf, seed=sd)
 
-        # the objective: the validation error (%) of the tuning seeds, averaged over s
+        # the objective: the worst, over the tuning seeds, of each seed's validation error (%)
+        # averaged over s. A rate at which the network dies on some draws (every neuron pruned or
+        # inactive: one-class predictions) must not be chosen because it survived on the tuning
+        # seeds it happened to meet: the chapter's first version tuned on one seed and chose 0.1
+        # at some base seeds, where IMP then died on judging seeds; the median over three tuning
+        # seeds, tried next, still chose it at base seed 101, where it survived on two of three
         def score(lr: float, runs: Callable[..., list[Any]] = runs) -> float:
-            errs = [100 * float(np.mean((q.predict(sp[2]) > 0.5) != sp[3]))
-                    for ts, sp in tune_splits.items() for q in runs(ts, lr, sp)]
-            return float(np.mean(errs))
+            per_seed = [float(np.mean([100 * float(np.mean((q.predict(sp[2]) > 0.5) != sp[3]))
+                                       for q in runs(ts, lr, sp)]))
+                        for ts, sp in tune_splits.items()]
+            return max(per_seed)
 
         t = _tune_imp(name, score)
         tuned.append(t)
@@ -449,6 +464,12 @@ def _grid_shares(grid: pd.DataFrame) -> tuple[list[float], list[float]]:
     return (share[IHT].tolist(), share[[IMP, ONESHOT]].max(axis=1).tolist())
 
 
+def _grid_margins(grid: pd.DataFrame) -> list[float]:
+    """Per grid seed: IHT's median PSNR over the cells minus the better IMP variant's (dB)."""
+    med = grid.groupby(["seed", "method"])["psnr"].median().unstack("method")
+    return [float(v) for v in med[IHT] - med[[IMP, ONESHOT]].max(axis=1)]
+
+
 def _digit_margins(dig: pd.DataFrame) -> list[float]:
     """Per seed: IHT's test accuracy minus the better IMP variant's, at the worst ``s``."""
     wide = dig.pivot_table(index=["seed", "s"], columns="method", values="accuracy")
@@ -463,8 +484,9 @@ def _claims(tb: dict[str, pd.DataFrame], sz: _Sizes) -> list[Claim]:
     n_hi, n_c, n_lo, t = max(sz.ns), sz.claim_n, sz.transition_n, sz.trials
     bar = _binomial_bar(t)
     ok = runs[(runs["n"] == n_hi) & (runs["method"] == IHT) & runs["exact"]]
-    r2 = float(np.median(ok["r2"])) if len(ok) else math.nan
-    iht_share, imp_share = _grid_shares(grid)
+    # the fitted factor per gradient evaluation, raised to the evaluations of one outer step
+    step = float(np.median(ok["factor"] ** (1 + REFINE))) if len(ok) else math.nan
+    grid_margins = _grid_margins(grid)
     margins = _digit_margins(dig)
     return [
         Claim("iht_recovers_below_count", f"Planted patterns, d m = {D1 * M1} unknowns, "
@@ -490,26 +512,34 @@ def _claims(tb: dict[str, pd.DataFrame], sz: _Sizes) -> list[Claim]:
                     "networks, now on 30)",
               expected=False, kind="derivation", source="pilot", control=OMP,
               control_measured=_count(rec, n_lo, OMP)),
-        Claim("linear_rate", f"Successful IHT runs at n = {n_hi} converge linearly: R^2 of "
-              "log(error) against the gradient-evaluation count, until the error reaches 1e-10, "
-              "is >= 0.9 (median over the successful runs)", r2, 0.9, ">=",
-              paper="Theorem 1: ||w^k - w*|| <= rho^k ||w^0 - w*||", expected=False,
-              kind="theorem", source="prior"),
+        Claim("linear_rate", f"Successful IHT runs at n = {n_hi} contract the recovery error "
+              f"geometrically by at most {STEP_CONTRACTION:g} per outer step (median over the "
+              f"successful runs; the factor of a least-squares line through log(error) against "
+              f"the gradient-evaluation count, until the error reaches 1e-10, raised to the "
+              f"{1 + REFINE} evaluations of an outer step)", step, STEP_CONTRACTION, "<=",
+              paper="Theorem 1: ||w^k - w*|| <= rho^k ||w^0 - w*|| with rho < 1; the plan's A1 "
+                    "asks rho <= 0.5 per outer step (its prototype: 0.32 to 0.20); the chapter's "
+                    "first version tested the straightness of the line instead (R^2 >= 0.9)",
+              kind="theorem", source="pilot"),
         Claim("linearisation", "Planted patterns: y = A w* holds to 1e-12 of max|y| (the largest "
               "gap over every planted network of Experiment 1)",
               float(runs["linear_gap"].max()), 1e-12, "<=",
               paper="the gated reformulation is exact for the true patterns", kind="sanity",
               source="prior"),
         Claim.over_seeds(
-            "grid_fraction", f"Random generators with the sequential pattern update, n = "
-            f"{sz.grid_n}, d = {sz.grid_d}: share of the {len(sz.grid_ms)} x {len(sz.grid_ss)} "
-            f"cells (m in {list(sz.grid_ms)}, s in {list(sz.grid_ss)}) where IHT's network "
-            f"reaches PSNR >= {PSNR_OK:g} dB is >= {GRID_BAR:g} (median over seeds; a plan made "
-            "from a prototype asked 0.4 of a 5 x 6 grid)", iht_share, GRID_BAR, ">=",
-            paper="Fig. 1: exact recovery (very high PSNR) in much of the (m, s) grid",
-            source="pilot",
-            control=f"the better IMP variant ({sz.steps} full-batch epochs per round, Adam's "
-                    "rate tuned on a tuning seed)", control_values=imp_share,
+            "grid_vs_imp", f"Random generators with the sequential pattern update, n = "
+            f"{sz.grid_n}, d = {sz.grid_d}, the {len(sz.grid_ms)} x {len(sz.grid_ss)} cells "
+            f"(m in {list(sz.grid_ms)}, s in {list(sz.grid_ss)}): IHT's median PSNR over the "
+            f"cells minus the better IMP variant's is >= {GRID_MARGIN:g} dB (median over seeds)",
+            grid_margins, GRID_MARGIN, ">=",
+            paper="Fig. 1: IHT recovers much of the (m, s) grid, where IMP does not; the plan's "
+                  "A3 (IHT's median PSNR >= IMP's - 3 dB). The chapter's first version counted "
+                  f"cells at PSNR >= {PSNR_OK:g} dB (>= {GRID_BAR:g} of them), a test its control "
+                  "IMP (at most ~40 dB) could not pass whatever the data",
+            expected=False, source="pilot",
+            no_control=f"the test is itself the comparison with the strongest baseline (IMP, the "
+                       f"better of its two variants at each seed, {sz.steps} full-batch epochs "
+                       "per round, Adam's rate tuned on a tuning seed)",
             regime=f"paper: the full (m, s) grid, d = 100, n = 50 000, IMP with 15 full-batch "
                    f"epochs per round at Adam's rate 1e-3; chapter: a {len(sz.grid_ms)} x "
                    f"{len(sz.grid_ss)} subgrid, d = {sz.grid_d}, n = {sz.grid_n}, IMP with "
@@ -521,9 +551,12 @@ def _claims(tb: dict[str, pd.DataFrame], sz: _Sizes) -> list[Claim]:
             f"{list(sz.digit_ss)}: IHT's test accuracy minus the better IMP variant's, at the "
             f"worst s, is >= {DIGIT_MARGIN:g} points (95 % t interval over the seeds included); "
             f"IMP trains {sz.digit_steps} full-batch epochs in every round (IHT runs "
-            f"{sz.digit_steps} outer steps), its rate tuned on a tuning seed's validation split",
+            f"{sz.digit_steps} outer steps), its rate tuned on the validation splits of "
+            f"{sz.digit_tune_seeds} tuning seeds (scored by the worst)",
             margins, [0.0] * len(margins), DIGIT_MARGIN, ">=",
-            paper="IHT is 'competitive with, and often exceeds' IMP (binary MNIST, Fig. 3)",
+            paper="IHT is 'competitive with, and often exceeds' IMP (binary MNIST, Fig. 3); the "
+                  "chapter's first version tuned IMP's rate on one tuning seed (then the median "
+                  "over three was tried, before the worst of three)",
             expected=False, source="pilot",
             no_control="the test is itself the comparison with the strongest baseline (IMP, the "
                        "better of its two variants on the test split, rate tuned)",
@@ -592,6 +625,13 @@ def numbers(report: Report) -> dict[str, float]:
         out[f"{key}_grid_lr"] = float(rows["lr"].iloc[0])
     out["imp_any_grid_max_psnr"] = max(out["imp_grid_max_psnr"], out["oneshot_grid_max_psnr"])
     out["grid_epochs"] = float(grid[grid["method"] == IMP]["epochs"].iloc[0])
+    out["grid_margin"] = GRID_MARGIN
+    gm = _grid_margins(grid)
+    out["grid_margin_min"], out["grid_margin_max"] = min(gm), max(gm)
+    out["iht_grid_median_psnr"] = float(g["psnr"].median())
+    out["grid_share"] = float(statistics.median(iht_share))
+    out["grid_share_control"] = float(statistics.median(imp_share))
+    out["step_contraction"] = STEP_CONTRACTION
 
     wide = dig.groupby(["s", "method"])["accuracy"].median().unstack()
     for s in wide.index:
@@ -602,6 +642,7 @@ def numbers(report: Report) -> dict[str, float]:
         rows = dig[dig["method"] == name]
         out[f"digits_{key}_one_class"] = float(rows["one_class"].sum())
         out[f"digits_{key}_lr"] = float(rows["lr"].iloc[0])
+    out["digit_tune_seeds"] = float(SIZES[report.scale].digit_tune_seeds)
     out["digits_runs_per_method"] = float((dig["method"] == IHT).sum())
     out["digit_budget"] = float(dig[dig["method"] == IHT]["evals"].max())
     s_min, s_max = int(dig["s"].min()), int(dig["s"].max())
@@ -665,12 +706,20 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         bar / trials, label=f"claim at n = {claim_n}: ≥ {bar} of {trials}"))
 
     cur = tb["error_curves"]
-    out["error_sweep"] = sweep(
+    err_chart = sweep(
         cur.assign(seed=0), x="evals", y="log10_error", param="n",
         color="method", highlight=IHT, colors=colors, start=float(cur["n"].max()),
         x_title="gradient evaluations", y_title="log₁₀ relative error ‖w − w*‖/‖w*‖",
         color_title="method", param_label="n",
         title="Recovery error per gradient evaluation (mean of log over planted networks)")
+    # the slider's label sits in the top-left corner, where every error curve starts (near 1);
+    # the bottom-left corner stays empty (no run is accurate before its first evaluations)
+    from iclr_lab.core.charts import HEIGHT
+
+    err_chart.layer[-1] = err_chart.layer[-1].mark_text(
+        align="left", baseline="bottom", fontSize=13, fontWeight="bold").encode(
+        y=alt.value(HEIGHT - 6))
+    out["error_sweep"] = err_chart
 
     grid = tb["grid"]
     panels = []
