@@ -4,6 +4,7 @@ the heuristics, the drift lemma, the experiments' plumbing, and a real gloo laun
 import functools
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -327,6 +328,50 @@ def test_tuning_gives_every_method_the_same_grid_on_tuning_seeds(smoke_report):
     assert len(chosen) == 5
 
 
+def test_validation_setup_holds_out_training_images_never_test_images():
+    """The tuning runs validate on a fixed cut of the training images: the shards cover exactly the
+    rest, the validation images are training images, and no test image is in either."""
+    full = tr._shards(4, "iid", 0, True)
+    val = tr._shards(4, "iid", 0, True, True)
+    sub = val.split
+    n = len(full.split.y_train)
+    assert len(sub.y_test) == math.ceil(tr.VALIDATION_FRACTION * n)  # scikit-learn rounds up
+    assert len(sub.y_train) + len(sub.y_test) == n
+    np.testing.assert_array_equal(np.sort(np.concatenate(val.shards)), np.arange(len(sub.y_train)))
+
+    def rows(x: np.ndarray) -> list[bytes]:
+        return sorted(r.tobytes() for r in x)
+
+    # the two parts are the training images, each once (as multisets: digits repeats some images)
+    assert rows(np.concatenate([sub.x_train, sub.x_test])) == rows(full.split.x_train)
+    np.testing.assert_array_equal(np.sort(np.concatenate([sub.y_train, sub.y_test])),
+                                  np.sort(full.split.y_train))
+    # the same validation images for every seed (the cut is fixed), other shuffles of the shards
+    other = tr._shards(4, "iid", 5, True, True)
+    np.testing.assert_array_equal(other.split.y_test, sub.y_test)
+    np.testing.assert_array_equal(other.split.x_test, sub.x_test)
+
+
+def test_tuning_scores_the_validation_loss_not_the_training_or_test_loss(smoke_report):
+    """Each tuning score is the final validation loss of a stacked run on the tuning seed: it
+    differs from that run's training loss and from the same rate's test-split loss."""
+    from iclr_lab.core.tuning import tuning_seeds
+    from iclr_lab.distributed.desloc.experiments import TUNING_SEEDS, _sizes
+
+    report = smoke_report("desloc", 0)
+    size = _sizes("smoke")
+    tuned = report.tuning[0]
+    lr = tuned.grid[0]
+    method = replace(main_methods(size.kx)[0], lr=lr)
+    seeds = tuning_seeds(0, TUNING_SEEDS)
+    setup = replace(size.setup, split="iid", eval_every=size.setup.steps)
+    val = train_stacked(method, replace(setup, validation=True), seeds, size.workers)[0].iloc[-1]
+    test = train_stacked(method, setup, seeds, size.workers)[0].iloc[-1]
+    assert tuned.method == tr.DESLOC_NAME
+    assert tuned.scores[0] == val["test_loss"]
+    assert tuned.scores[0] != val["loss"] and tuned.scores[0] != test["test_loss"]
+
+
 def test_gloo_processes_match_the_simulator_to_1e6_in_under_60_s():
     """The parity test: two gloo processes on 127.0.0.1 against two simulated workers."""
     start = time.perf_counter()
@@ -535,6 +580,7 @@ def test_stacked_rosenbrock_equals_the_threaded_workers(periods, reset):
     (lambda: train_worker("gloo", Method("m", (4, 12, 24)), DigitsSetup(steps=8, warmup=1), 0),
      "comm"),
     (lambda: launch("gloo", scale="smoke"), "comm"),
+    (lambda: DigitsSetup(validation="yes"), "validation"),
     (lambda: due(0, 0), "period"),
     (lambda: due(1.5, 2), "step"),
     (lambda: DESLOC([torch.zeros(2)]).synchronise(-1), "step"),

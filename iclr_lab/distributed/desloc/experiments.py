@@ -229,14 +229,18 @@ def _tune(setup: DigitsSetup, size: _Sizes, seed: int) -> list[Tuned]:
     their rows).
 
     Every method gets the same grid (:data:`TUNE_POINTS` points a factor :data:`TUNE_RATIO` apart
-    around the recipe's rate) and the same objective: the median final training loss over
-    :func:`~iclr_lab.core.tuning.tuning_seeds` (never the judging seeds). The tuning runs evaluate
-    only at the end, which changes no step of training.
+    around the recipe's rate) and the same objective: the median final **validation** loss over
+    :func:`~iclr_lab.core.tuning.tuning_seeds` (never the judging seeds), the cross-entropy of the
+    averaged model on a validation split cut from the training images
+    (:attr:`~iclr_lab.distributed.desloc.training.DigitsSetup.validation`; the shards are cut from
+    the rest), never on the test images that judge the claims. The objective was the final
+    training loss until the claims moved to the held-out loss; it followed them (the chapter says
+    why). The tuning runs evaluate only at the end, which changes no step of training.
     """
     from iclr_lab.core.tuning import tune, tuning_seeds
 
     seeds = tuning_seeds(seed, TUNING_SEEDS)
-    quiet = replace(setup, eval_every=setup.steps)
+    quiet = replace(setup, eval_every=setup.steps, validation=True)
     methods = {m.name: m for m in main_methods(size.kx)}
     out = []
     for name in TUNED:
@@ -244,7 +248,8 @@ def _tune(setup: DigitsSetup, size: _Sizes, seed: int) -> list[Tuned]:
             res = []
             for lr in values:
                 runs = train_stacked(replace(methods[name], lr=float(lr)), quiet, seeds, size.workers)
-                res.append(float(np.median([r["loss"].iloc[-1] for r in runs])))
+                # test_loss of a validation setup reads the validation split
+                res.append(float(np.median([r["test_loss"].iloc[-1] for r in runs])))
             return res
 
         t = tune(name, score, setup.lr, points=TUNE_POINTS, ratio=TUNE_RATIO)
@@ -365,13 +370,14 @@ def _claims(tables: dict[str, pd.DataFrame], size: _Sizes) -> tuple[list[Claim],
 #: book-scale run that judged them, from the outside review's untuned runs at lr 3e-3 (IID: DES-LOC
 #: within the tolerance of Local Adam, the heuristics at 0.67-1.09x Local Adam; label-sorted: 1.195
 #: against the tolerance, heuristics at 3.6x and 4.6x; equal bytes and Kv hold on both). The
-#: held-out loss had no prior numbers: these flags are set from its first book run (seeds 0-2), so
-#: that the build fails if the numbers move, and they decide no verdict (the verdict is the
+#: held-out loss had no prior numbers: these flags were set from its first book run (seeds 0-2),
+#: and set again from the first book run after the tuning objective moved to the validation loss,
+#: so that the build fails if the numbers move; they decide no verdict (the verdict is the
 #: method's and the control's pass or fail at the seed blocks)
 EXPECTED = {
-    "iid": {"matches_local_adam": False, "equal_bytes_better_loss": False,
-            "keep_local_fails": False, "reset_fails": True, "kv_matters_less": False},
-    "sorted": {"matches_local_adam": False, "equal_bytes_better_loss": False,
+    "iid": {"matches_local_adam": True, "equal_bytes_better_loss": False,
+            "keep_local_fails": False, "reset_fails": False, "kv_matters_less": True},
+    "sorted": {"matches_local_adam": False, "equal_bytes_better_loss": True,
                "keep_local_fails": True, "reset_fails": True, "kv_matters_less": True},
 }
 
@@ -386,11 +392,12 @@ def _split_claims(final: pd.DataFrame, sweep: pd.DataFrame, size: _Sizes,
     def tolerance(method: str) -> pd.Series:
         # the tolerance of "matches Local Adam", fixed before any run: 5% plus 0.01 nats, on the
         # held-out loss (O(0.1), so that the slack is a minor part of the tolerance): on the
-        # training loss, about 1e-3 on IID shards, the slack let any method below 0.01 match
+        # training loss, about 1e-3 on IID shards at the rate the training-loss tuning chose
+        # (0.027), the slack let any method below 0.01 match
         return held_out[method] / (MATCH_FACTOR * held_out[LOCAL_ADAM] + MATCH_SLACK)
 
-    # every ratio below reads the held-out loss too: on IID shards the training losses are about
-    # 1e-3 (reset's 1e-5), so their ratios measured how fast each method memorises the shards,
+    # every ratio below reads the held-out loss too: on IID shards the training losses were about
+    # 1e-3 at that rate (reset's 1e-5), so their ratios measured how fast each method memorised,
     # and moved with the CPU's rounding (reset's IID ratio 0.04 on one machine, 0.02 on another)
     equal_bytes = held_out[DESLOC_NAME] / held_out[LOCAL_ADAM_2]
     strongest = held_out[LOCAL_ADAM] / held_out[LOCAL_ADAM_2]
@@ -404,7 +411,8 @@ def _split_claims(final: pd.DataFrame, sweep: pd.DataFrame, size: _Sizes,
         return fin.groupby("seed")["test_loss"].agg(lambda v: float(v.max() - v.min())).sort_index()
 
     kv_over_kx = spread("Kv") / spread("Kx")
-    tuned = "every Adam method at the peak rate core.tuning chose for it on IID tuning runs"
+    tuned = ("every Adam method at the peak rate core.tuning chose for it by the validation loss "
+             "of IID tuning runs")
     moved = "the metric moved from the final training loss to the held-out loss after the first runs"
     claims = [
         Claim.over_seeds(f"matches_local_adam_{split}",
@@ -628,11 +636,12 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     }
     sw = t["sweep"]
     sw = sw[sw["split"] == SPLIT_NAMES[SPLITS[0]]]
+    # the held-out loss, which the claims judge (the sweep runs record it at every evaluation)
     slider = sweep(
-        sw, x="step", y="loss", param="multiplier", color="swept", param_label="m",
-        log_y=True, start=4, x_title="local step", y_title="training loss",
+        sw, x="step", y="test_loss", param="multiplier", color="swept", param_label="m",
+        log_y=True, start=4, x_title="local step", y_title="held-out loss",
         color_title="DES-LOC with", highlight="Kx × m (Ku, Kv fixed)",
-        title="IID shards: multiply one period by m; Kx hurts, Kv barely")
+        title="IID shards: multiply one period by m (held-out loss)")
     # the value label goes to the top right corner: the curves start at the top left
     label = slider.layer[-1]
     label.mark = alt.MarkDef(type="text", align="right", baseline="top", fontSize=13,

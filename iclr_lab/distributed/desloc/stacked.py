@@ -187,8 +187,10 @@ def _batches(workers: int, setup: DigitsSetup, seeds: tuple[int, ...],
     xs, ys, index = [], [], []
     offset, bs = 0, setup.batch_size
     scaled = setup.standardize if standardize is None else standardize
+    # MT-DAO's setup has no validation field: it always trains on the whole training set
+    validation = bool(getattr(setup, "validation", False))
     for s in seeds:
-        data = _shards(workers, setup.split, s, scaled)
+        data = _shards(workers, setup.split, s, scaled, validation)
         for r in range(workers):
             x_np, y_np = data.worker(r)
             xs.append(torch.from_numpy(x_np))
@@ -228,7 +230,7 @@ def train_stacked(method: Method, setup: DigitsSetup, seeds: Sequence[int],
     g, n_models, bs = len(seeds), len(seeds) * workers, setup.batch_size
     evals, inits = [], []
     for s in seeds:
-        data = _shards(workers, setup.split, s, setup.standardize)
+        data = _shards(workers, setup.split, s, setup.standardize, setup.validation)
         n_in, n_out = data.split.x_train.shape[1], data.split.n_classes
         init = FlatMLP(n_in, setup.hidden, n_out,
                        torch.Generator().manual_seed(worker_seed(s, 10_000)))

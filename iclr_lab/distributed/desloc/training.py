@@ -23,9 +23,17 @@ import pandas as pd
 import torch
 
 from iclr_lab.core.collective import Collective
+from iclr_lab.core.datasets import Split
 from iclr_lab.core.nn import FlatMLP, warmup_cosine
 from iclr_lab.core.validation import check_choice, check_int, check_range, check_seed
-from iclr_lab.core.worker_data import RosenbrockToy, WorkerShards, digit_shards, worker_seed
+from iclr_lab.core.worker_data import (
+    RosenbrockToy,
+    WorkerShards,
+    digit_shards,
+    shard_iid,
+    shard_sorted,
+    worker_seed,
+)
 from iclr_lab.distributed.desloc.optimizer import DESLOC, _check_betas, _check_flag, check_periods
 
 __all__ = [
@@ -174,6 +182,12 @@ class DigitsSetup:
             that is zero on this worker (the chapter shows the blow-up).
         eval_every: evaluate every this many steps (>= 1), at steps where the parameters are
             averaged.
+        validation: hold out a validation split cut from the training set (``True``; the tuning
+            runs): a fixed, class-stratified fifth (``VALIDATION_FRACTION``) of the training images
+            (cut with seed 0, the same for every seed) is taken out, the shards are cut from the
+            rest, and the ``test_loss`` and ``test_acc`` columns then read that validation split,
+            never the test images. ``False`` (the default): the whole training set is sharded and
+            the test split is evaluated.
 
     Raises:
         TypeError, ValueError: a field outside the range above, naming the field.
@@ -190,6 +204,7 @@ class DigitsSetup:
     split: str = "sorted"
     standardize: bool = True
     eval_every: int = 16
+    validation: bool = False
 
     def __post_init__(self) -> None:
         check_int("steps", self.steps, 1)
@@ -203,15 +218,36 @@ class DigitsSetup:
         check_choice("split", self.split, ("sorted", "iid"))
         _check_flag("standardize", self.standardize)
         check_int("eval_every", self.eval_every, 1)
+        _check_flag("validation", self.validation)
 
     def rate(self, t: int, peak: float) -> float:
         """The learning rate of step ``t`` (1-based): linear warm-up, then cosine decay to 0."""
         return warmup_cosine(t, peak, self.warmup, self.steps)
 
 
+#: the fraction of the training images a validation setup (``DigitsSetup.validation``) holds out
+VALIDATION_FRACTION = 0.2
+
+
 @functools.lru_cache(maxsize=8)
-def _shards(n_workers: int, split: str, seed: int, standardize: bool) -> WorkerShards:
-    return digit_shards(n_workers, split, seed=seed, standardize=standardize)
+def _shards(n_workers: int, split: str, seed: int, standardize: bool,
+            validation: bool = False) -> WorkerShards:
+    data = digit_shards(n_workers, split, seed=seed, standardize=standardize)
+    if not validation:
+        return data
+    from sklearn.model_selection import train_test_split
+
+    # a fixed cut of the training images (seed 0, stratified, as core's train/test split is), so
+    # that every tuning seed validates on the same images; the pixels keep the whole training
+    # set's statistics, which hold no test image
+    full = data.split
+    keep, held = train_test_split(np.arange(len(full.y_train)), test_size=VALIDATION_FRACTION,
+                                  stratify=full.y_train, random_state=0)
+    keep, held = np.sort(keep), np.sort(held)
+    sub = Split(full.x_train[keep], full.y_train[keep], full.x_train[held], full.y_train[held])
+    shards = (shard_iid(sub.y_train, n_workers, seed) if split == "iid"
+              else shard_sorted(sub.y_train, n_workers))
+    return WorkerShards(sub, tuple(shards), split, None, standardize)
 
 
 def _check_method(method: Method, setup: DigitsSetup) -> None:
@@ -238,7 +274,8 @@ def train_worker(comm: Collective, method: Method, setup: DigitsSetup, seed: int
     Returns:
         A table with one row per evaluation on rank 0 (other ranks return an empty table), with
         columns ``method``, ``step``, ``loss`` (cross-entropy on the whole training set),
-        ``test_loss`` and ``test_acc`` (cross-entropy and accuracy on the held-out test split),
+        ``test_loss`` and ``test_acc`` (cross-entropy and accuracy on the held-out test split, or
+        on the validation split when ``setup.validation``),
         and the communication of this worker since the run started
         (:meth:`~iclr_lab.core.collective.CommCounts.as_row`).
 
@@ -250,7 +287,7 @@ def train_worker(comm: Collective, method: Method, setup: DigitsSetup, seed: int
     _check_comm(comm)
     _check_method(method, setup)
     seed = check_seed(seed)
-    data = _shards(comm.world_size, setup.split, seed, setup.standardize)
+    data = _shards(comm.world_size, setup.split, seed, setup.standardize, setup.validation)
     x_np, y_np = data.worker(comm.rank)
     x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
     onehot = torch.nn.functional.one_hot(y, data.split.n_classes).float()
