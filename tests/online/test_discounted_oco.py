@@ -231,6 +231,22 @@ def test_theorem1_bound_at_every_t(n: int) -> None:
     assert worst > 0.1 * OGD.bound(lam, 2.0, 1.0)  # the check is not vacuous
 
 
+def test_theorem1_control_is_one_fixed_step_on_the_same_stream() -> None:
+    """The Theorem 1 claims' control column is OGD with the horizon-T step D/(G sqrt T), run on
+    the seed's own +-1 stream, and its regret differs from the tuned learner's."""
+    from iclr_lab.online.discounted_oco import experiments as ex
+
+    T, ns = 3000, (10, 100)  # noqa: N806
+    rows = ex._theorem1(T, ns, [4])
+    g = np.random.default_rng([4, 1]).choice([-1.0, 1.0], size=T)
+    f = run(OGD(2.0 / math.sqrt(T), radius=1.0), [LinearLoss([gi]) for gi in g])
+    for r in rows:
+        lam = 1 - 1 / r["n"]
+        want = discounted_regret(f, lam, "linear", g).max()
+        assert r["control_max_regret"] == pytest.approx(want, rel=1e-9)
+        assert r["control_max_regret"] != pytest.approx(r["max_regret"], rel=1e-3)
+
+
 # ------------------------------------------------------------------ DNP, Theorem 2
 
 
