@@ -664,3 +664,28 @@ def test_rho_bound_slopes_match_their_closed_form() -> None:
     l2_bound, wang_bound = rho_bound_slopes(df)
     assert np.isclose(l2_bound, 0.0)
     assert np.isclose(wang_bound, (np.log(1 + 2 / 0.04) - np.log(1 + 2 / 0.01)) / np.log(4))
+
+
+def test_robust_step_paper_faces_the_strongest_baseline_on_its_own_window(smoke) -> None:
+    from iclr_lab.online.l2fob.claims import _joint, _pool, windows
+    from iclr_lab.online.l2fob.experiments import PAPER, PD
+
+    runs, extra = smoke.tables["runs"], smoke.tables["extra"]
+    c = smoke.claim("robust_step_paper")
+    assert c.control == PD and c.source == "pilot"
+    win = windows(runs, extra=extra)
+    expect = _joint(_pool(runs, extra), PD, [PAPER], win[PD])
+    assert np.allclose(c.control_per_seed, expect)
+    # the primal-dual bidder's window is from its tuned step up to 10x it, like every bidder's
+    assert max(win[PD]) / min(win[PD]) <= 10.0 * (1 + 1e-9)
+
+
+def test_rate_claims_have_the_signed_queue_ablation_as_control(smoke) -> None:
+    from iclr_lab.online.l2fob.claims import _slope
+
+    rates = smoke.tables["rates"]
+    signed = "L2FOB (signed queue, ablation)"
+    for name, col in (("regret_slope", "regret"), ("violation_slope", "peak_violation")):
+        c = smoke.claim(name)
+        assert c.control == signed, name
+        assert np.isclose(c.control_measured, _slope(rates, signed, col)), name

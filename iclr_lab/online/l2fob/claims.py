@@ -239,6 +239,12 @@ def _claims(runs: pd.DataFrame, extra: pd.DataFrame, rates: pd.DataFrame,
     rew = {e: _per_seed(runs, L2, PAPER, e, "reward") for e in (6.0, 60.0)}
     rises = np.maximum(peak[6.0] - peak[0.6], peak[60.0] - peak[6.0])
     main = "L2FOB (look-ahead queue)"
+    signed = "L2FOB (signed queue, ablation)"
+    # the method without its contribution: the same bidder with signed queues (they may shrink)
+    signed_ctrl = ("the signed-queue ablation (L2FOB with queues that may shrink instead of the "
+                   "look-ahead queues, the same step, horizons and seeds: the method without its "
+                   "contribution; made the control after a fresh-eyes review, its slopes were "
+                   "already reported in the chapter)")
     paper_regime = ("the paper's Fig. 1: first price, v ~ N(0.6, 0.1), d ~ N(0.4, 0.1), ρ = 0.01, "
                     "γ = 1.8, T = 10⁴, full feedback (the paper's 20 seeds; here "
                     f"{runs['seed'].nunique()})")
@@ -247,14 +253,23 @@ def _claims(runs: pd.DataFrame, extra: pd.DataFrame, rates: pd.DataFrame,
     joint = (f"max(reward max/min − 1 − {ROBUST_SPREAD:.2f}, {ROI_SHARE:g} − lowest final ROI/γ "
              f"of the window) <= 0: the reward varies by at most {ROBUST_SPREAD:.0%} across the "
              f"window **and** every step of it ends at ROI >= {ROI_SHARE:g} γ")
-    rule = ("each bidder's window is the steps of its own grid from its frozen step x up to 10x "
-            "(the window above) or from x/10 up to x (the window below), the same rule for every "
-            "bidder; every bidder's step is tuned by the same objective (the best reward among "
+    rule = ("each bidder's window is the steps it was run at (L2FOB its grid; each baseline its "
+            "grid and one step past it, 300/√T, run for the window) from its frozen step x up to "
+            "10x (the window above) or from x/10 up to x (the window below), the same rule for "
+            "every bidder; every bidder's step is tuned by the same objective (the best reward among "
             f"the steps whose median final ROI is >= {ROI_SHARE:g} γ on the tuning seeds), L2FOB "
             "keeps the paper's 0.6")
     wang_ctrl = (f"Wang et al.'s pacing (ignores ROI) over its window above, {wang_label}, "
                  "same test")
-    before = ("(Before a fresh-eyes review the baselines' windows were centred on their frozen "
+    pd_ctrl = (f"the primal–dual bidder (two duals, the strongest baseline on this test) over its "
+               f"window above, {pd_label}, same test")
+    wang_joint = _joint(runs, WANG, [PAPER], win[WANG])
+    before = ("(Until a second fresh-eyes review the control was Wang et al.'s pacing, which fails; "
+              "the primal–dual bidder became the control after that run, by the rule that the "
+              "control is the strongest baseline. The window above was widened to 10× for the "
+              "baselines after a run on a window cut at the grid's top, 3.3×, where Wang et al.'s "
+              "pacing passed at the book's seeds. Before a fresh-eyes review the baselines' windows "
+              "were centred on their frozen "
               "step while L2FOB's started at it, and Wang et al.'s pacing was tuned for reward "
               "alone; both were changed before the run that produced these numbers. Before an "
               "earlier review the claim tested the reward spread alone, in the shifted settings "
@@ -282,11 +297,13 @@ def _claims(runs: pd.DataFrame, extra: pd.DataFrame, rates: pd.DataFrame,
             "primal–dual bidder's grid", regime=paper_regime),
         Claim.over_seeds(
             "robust_step_paper", f"Paper setting, L2FOB over its window above, {l2_label} (the "
-            "paper's step and up): " + joint + f"; {rule}. Control: {wang_ctrl}, which scores "
-            f"{_text(_joint(runs, WANG, [PAPER], win[WANG]), '.3f')}. " + before,
+            "paper's step and up): " + joint + f"; {rule}. Control: {pd_ctrl}. Beside it, "
+            f"{wang_ctrl}, scores {_text(wang_joint, '.3f')}. (At the book's seeds L2FOB's reward "
+            "spread does not bind: its score is 0.95 minus its final ROI / γ at η_γ = 0.6.) "
+            + before,
             _joint(runs, L2, [PAPER], win[L2]).tolist(), 0.0, "<=",
-            paper=rob_paper, source="pilot", control=WANG,  # redefined after two reviews
-            control_values=_joint(runs, WANG, [PAPER], win[WANG]).tolist(), regime=paper_regime),
+            paper=rob_paper, source="pilot", control=PD,  # control changed after a run
+            control_values=_joint(runs, PD, [PAPER], win[PD]).tolist(), regime=paper_regime),
         Claim.over_seeds(
             "robust_step_shifted", "The two shifted settings (ρ = 0.002 with γ = 1.8; ρ = 0.01 "
             f"with γ = 3), no re-tuning, L2FOB over its window above, {l2_label}: the same joint "
@@ -364,15 +381,19 @@ def _claims(runs: pd.DataFrame, extra: pd.DataFrame, rates: pd.DataFrame,
             source="pilot"),
         Claim(
             "regret_slope", "Log-log slope in T of L2FOB's regret T ν* − Σ r_t against the fluid "
-            f"LP (median over seeds; B = ρT) is <= {SLOPE_MAX:g} (√T up to log factors)",
+            f"LP (median over seeds; B = ρT) is <= {SLOPE_MAX:g} (√T up to log factors). "
+            f"Control: {signed_ctrl}, which scores {_slope(rates, signed, 'regret'):.2f}",
             _slope(rates, main, "regret"), SLOPE_MAX, "<=",
             paper="Theorem: regret Õ((1 + ν*/ρ) √T) for first price with full information",
-            expected=False, kind="theorem", source="prior"),
+            expected=False, kind="theorem", source="prior", control=signed,
+            control_measured=_slope(rates, signed, "regret")),
         Claim(
             "violation_slope", "Log-log slope in T of L2FOB's peak ROI violation max_t V_ROI(t) "
-            f"(median over seeds) is <= {SLOPE_MAX:g}", _slope(rates, main, "peak_violation"),
+            f"(median over seeds) is <= {SLOPE_MAX:g}. Control: {signed_ctrl}, which scores "
+            f"{_slope(rates, signed, 'peak_violation'):.2f}", _slope(rates, main, "peak_violation"),
             SLOPE_MAX, "<=", paper="Theorem: anytime ROI violation Õ(√T)", kind="theorem",
-            source="prior"),
+            source="prior", control=signed,
+            control_measured=_slope(rates, signed, "peak_violation")),
     ]
     if rho_runs is not None:
         l2_bound, wang_bound = rho_bound_slopes(rho_runs)
@@ -551,6 +572,13 @@ def numbers(report: Report) -> dict[str, float]:
         # the joint robustness test: the reward spread and the lowest ROI / gamma of each window
         "l2_win_paper": spread(L2, PAPER, win[L2]),
         "wang_win_paper": spread(WANG, PAPER, win[WANG]),
+        "pd_win_paper": spread(PD, PAPER, win[PD]),
+        "pd_win_paper_roi": _window_roi(pool, PD, [PAPER], win[PD]),
+        "wang_win_paper_score": float(np.median(_joint(pool, WANG, [PAPER], win[WANG]))),
+        # L2FOB's score is its ROI shortfall at the paper's step at how many of the seeds
+        "l2_score_is_roi": float(np.sum(np.isclose(
+            _joint(pool, L2, [PAPER], win[L2]),
+            ROI_SHARE - _per_seed(pool, L2, PAPER, ETA, "roi_share")))),
         "l2_win_paper_roi": _window_roi(pool, L2, [PAPER], win[L2]),
         "wang_win_paper_roi": _window_roi(pool, WANG, [PAPER], win[WANG]),
         "l2_win_shifted_roi": _window_roi(pool, L2, SHIFTED, win[L2]),
