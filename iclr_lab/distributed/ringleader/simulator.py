@@ -191,6 +191,7 @@ class Simulator:
         if times.n != self.n:
             raise ValueError(f"times must describe {self.n} workers (problem.n_workers), got {times.n}")
         self.times = times
+        self._finish = times.finish  # bound once: _start calls it for every gradient
         steps_ = np.atleast_1d(np.asarray(steps, dtype=float))
         if steps_.ndim != 1 or not steps_.size:
             raise ValueError(f"steps must be a number or a 1-D sequence, got shape {steps_.shape}")
@@ -215,8 +216,12 @@ class Simulator:
             self._levels = levels[:, None].copy()
         self._noisy = bool(self.noise) if self._levels is None else bool(self._levels.any())
         self.dim = check_int("problem.dim", problem.dim, 1)
+        # a Quadratic's gradient is evaluated inline by arrival() (the same operations as grad())
+        self._eig = problem.eigenvalues if type(problem) is Quadratic else None
+        self._centres = problem._rows if type(problem) is Quadratic else None
         self.x0 = np.asarray(problem.x0, dtype=float)
         self.x = np.tile(self.x0, (steps_.size, 1))
+        self._scaled = np.empty_like(self.x)  # update()'s scratch: step times direction
         self.k = 0
         self.now = 0.0
         self._heap: list[tuple[float, int, int, int]] = []
@@ -231,7 +236,7 @@ class Simulator:
         self._time_rng = [np.random.default_rng([seed, 1, i]) for i in range(self.n)]
         self._noise_rng = [np.random.default_rng([seed, 2, i]) for i in range(self.n)]
         self._noise_buf: list[np.ndarray] = [np.zeros((0, self.dim))] * self.n
-        self._noise_pos = [0] * self.n
+        self._noise_pos = [_NOISE_BLOCK] * self.n  # empty buffers: the first arrival draws a block
         # counters
         self.computed = 0  # gradients delivered to the server
         self.discarded = 0  # gradients dropped before they were delivered
@@ -294,19 +299,18 @@ class Simulator:
         The gradient is evaluated now, lazily, at the point the worker was sent. Raises
         :class:`Horizon` when the next gradient would arrive after the horizon.
         """
-        heap = self._heap
+        heap, versions = self._heap, self._version
         while True:
             if not heap:
                 raise RuntimeError("no worker is computing: the method would wait forever")
-            t, _, i, version = heap[0]
-            if version != self._version[i]:
-                heapq.heappop(heap)
-                continue
-            if t > self.horizon:
-                self._record_until(self.horizon, inclusive=True)
-                raise Horizon
-            heapq.heappop(heap)
-            break
+            entry = heapq.heappop(heap)
+            t, _, i, version = entry
+            if version == versions[i]:
+                break
+        if t > self.horizon:
+            heapq.heappush(heap, entry)  # it stays in flight: the run ends before it arrives
+            self._record_until(self.horizon, inclusive=True)
+            raise Horizon
         if self._next_checkpoint < t:  # what _record_until(t) checks first, without the call
             self._record_until(t)
         self.now = t
@@ -315,18 +319,20 @@ class Simulator:
         self._jobs[i] = None
         self._free_since[i] = t
         point, k = job[0], job[1]
-        g = self.problem.grad(point, i)
+        if self._eig is not None:  # a Quadratic: its gradient inline, without a call per arrival
+            g = point - self._centres[i]
+            g *= self._eig
+        else:
+            g = self.problem.grad(point, i)
         if self._noisy:
             # the next vector of worker i's stream
             pos = self._noise_pos[i]
             buf = self._noise_buf[i]
-            if pos == len(buf):
+            if pos == _NOISE_BLOCK:
                 buf = self._noise_buf[i] = self._noise_block(i)
                 pos = 0
             self._noise_pos[i] = pos + 1
-            # one level: the block is already scaled; one level per row: scale the vector here
-            # (scaling the block would make it rows times larger)
-            g = g + (buf[pos] if self._levels is None else self._levels * buf[pos])
+            g += buf[pos]  # in place: g is this arrival's own array
         self.computed += 1
         self.uploads += 1
         if self.jobs is not None:
@@ -351,7 +357,8 @@ class Simulator:
             counts: gradients per worker in the estimator; their harmonic mean ``B`` is tracked
                 per round (``ringleader-eq-step``).
         """
-        self.x = self.x - self._step_col * direction  # a new array: dispatched points stay intact
+        step = np.multiply(self._step_col, direction, out=self._scaled)
+        self.x = self.x - step  # a new array: dispatched points stay intact
         # the delays are kept and binned when delay_counts is read (the same histogram)
         if isinstance(oldest, np.ndarray):
             self._delay_arrays.append(self.k - oldest)  # a new array: the table's stays its own
@@ -410,6 +417,7 @@ class Simulator:
         out._idle, out._wasted = list(self._idle), list(self._wasted)
         sl = slice(start, stop)
         out.steps, out.x, out.grad_sq = self.steps[sl], self.x[sl], self.grad_sq[sl]
+        out._scaled = self._scaled[sl]
         out.stopped, out._step_col = self.stopped[sl], self._step_col[sl]
         if self._levels is not None:
             out._levels = self._levels[sl]
@@ -433,7 +441,7 @@ class Simulator:
         point = self._held_point[i]
         assert point is not None
         self._idle[i] += self.now - self._free_since[i]
-        finish = self.times.finish(i, self.now, self._time_rng[i])
+        finish = self._finish(i, self.now, self._time_rng[i])
         self._jobs[i] = (point, self._held[i], self.now, self._version[i])
         heapq.heappush(self._heap, (finish, self._seq, i, self._version[i]))
         self._seq += 1
@@ -444,7 +452,11 @@ class Simulator:
         draws of ``standard_normal(dim)`` in a row, so every gradient gets the vector (and the
         product) that a draw of its own would give it."""
         z = self._noise_rng[i].standard_normal((_NOISE_BLOCK, self.dim))
-        return z if self._levels is not None else self.noise * z
+        if self._levels is None:
+            return self.noise * z
+        # one level per row: entry b is (rows, dim), each row z_b times its level (the same
+        # products as scaling each vector when it is used, without an array per arrival)
+        return self._levels[None, :, :] * z[:, None, :]
 
     def _grad_sq(self, x: np.ndarray) -> np.ndarray:
         g = self.problem.grad(x)
@@ -492,28 +504,35 @@ class GradientTable:
         self.oldest = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
         self.average = np.zeros(shape)
         self.filled = 0  # workers with at least one gradient
+        # count as Python ints too (add() reads one per gradient): change counts only through
+        # add(), replace() and clear()
+        self._counts = [0] * n
+        self._delta = np.zeros(shape)  # add()'s scratch vector
 
     def add(self, i: int, g: np.ndarray, k: int) -> None:
         """Fold gradient ``g`` (computed at iteration ``k``'s point) into worker ``i``'s mean."""
-        c = int(self.count[i]) + 1
+        c = self._counts[i] + 1
+        self._counts[i] = c
         self.count[i] = c
         mean = self.mean[i]  # a view: updated in place
-        delta = g - mean
+        delta = np.subtract(g, mean, out=self._delta)
         delta /= c
         mean += delta
         delta /= self.n
         self.average += delta
-        if c == 1:
+        if c == 1:  # the first gradient of its entry: the oldest point behind it
             self.filled += 1
-        if k < self.oldest[i]:
+            self.oldest[i] = k
+        elif k < self.oldest[i]:
             self.oldest[i] = k
 
     def replace(self, i: int, g: np.ndarray, k: int) -> None:
         """Make ``g`` worker ``i``'s only gradient (IA²SGD keeps each worker's latest)."""
         self.average += (g - self.mean[i]) / self.n
         self.mean[i] = g
-        if self.count[i] == 0:
+        if self._counts[i] == 0:
             self.filled += 1
+        self._counts[i] = 1
         self.count[i] = 1
         self.oldest[i] = k
 
@@ -524,6 +543,7 @@ class GradientTable:
     def clear(self) -> None:
         self.mean[:] = 0.0
         self.count[:] = 0
+        self._counts = [0] * self.n
         self.oldest[:] = np.iinfo(np.int64).max
         self.average[:] = 0.0
         self.filled = 0
@@ -578,7 +598,9 @@ def ringleader(sim: Simulator, restart: str = "current") -> None:
             if i in pending:  # its first arrival this round: fold it in, update, send the new point
                 sim.fate("update")
                 table.add(i, g, k)
-                sim.update(table.average, table.oldest, table.count)
+                # no counts: they only grow within a round, so the round's smallest harmonic
+                # mean is the first update's (exactly: 1/c and sums round monotonically)
+                sim.update(table.average, table.oldest)
                 sim.send(i)
                 pending.discard(i)
             else:  # it already had its update: nothing is discarded, the gradient waits
