@@ -362,6 +362,8 @@ class Simulator:
         # the delays are kept and binned when delay_counts is read (the same histogram)
         if isinstance(oldest, np.ndarray):
             self._delay_arrays.append(self.k - oldest)  # a new array: the table's stays its own
+            if len(self._delay_arrays) == 4096:  # folded now and then: IA²SGD makes ~10^5 of them
+                _ = self.delay_counts
         elif oldest is not None:
             self._delays.append(self.k - int(oldest))
         if counts is not None:
