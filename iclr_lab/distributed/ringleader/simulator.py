@@ -218,7 +218,7 @@ class Simulator:
         self.dim = check_int("problem.dim", problem.dim, 1)
         # a Quadratic's gradient is evaluated inline by arrival() (the same operations as grad())
         self._eig = problem.eigenvalues if type(problem) is Quadratic else None
-        self._centres = problem._rows if type(problem) is Quadratic else None
+        self._centres: list[np.ndarray] = problem._rows if type(problem) is Quadratic else []
         self.x0 = np.asarray(problem.x0, dtype=float)
         self.x = np.tile(self.x0, (steps_.size, 1))
         self._scaled = np.empty_like(self.x)  # update()'s scratch: step times direction
