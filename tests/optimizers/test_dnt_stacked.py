@@ -68,3 +68,17 @@ def test_the_leave_one_out_placements_each_drop_one_norm_of_dnt():
         changed = [f for f in ("input_norm", "attn_prenorm", "qk_norm", "mid_norm")
                    if getattr(p, f) != getattr(dnt, f)]
         assert len(changed) == 1, name
+
+
+def test_chunking_the_vocabulary_projection_changes_no_bit(monkeypatch):
+    from iclr_lab.optimizers.dnt import stacked
+
+    specs = SPECS + [Spec("dnt", "msgdw", 0.3, s) for s in range(4)]  # 9 models: chunks 4, 4, 1
+    chunked = train_many(specs, **KW)
+    monkeypatch.setattr(stacked, "_CHUNK", len(specs))
+    whole = train_many(specs, **KW)
+    for a, b in zip(chunked, whole, strict=True):
+        assert np.array_equal(a.train_losses, b.train_losses)
+        assert a.final_val_loss == b.final_val_loss
+        for (n, p), q in zip(a.model.named_parameters(), b.model.parameters(), strict=True):
+            assert torch.equal(p, q), n
