@@ -689,3 +689,19 @@ def test_rate_claims_have_the_signed_queue_ablation_as_control(smoke) -> None:
         c = smoke.claim(name)
         assert c.control == signed, name
         assert np.isclose(c.control_measured, _slope(rates, signed, col)), name
+
+
+@pytest.mark.parametrize(("rho", "gamma"), [(0.01, 1.8), (0.002, 1.8), (0.01, 3.0), (0.01, 1e-9)])
+def test_fluid_lp_interior_point_reaches_the_simplex_vertex(monkeypatch, rho, gamma) -> None:
+    """The fluid LP is solved by interior point with crossover (faster); it lands on the vertex
+    the dual simplex finds: the same value, duals and policy."""
+    from iclr_lab.online.l2fob import bidding
+
+    env = FirstPriceAuction()
+    ipm = bidding._solve_fluid(env, rho, gamma, 60)
+    monkeypatch.setattr(bidding, "_LP_METHOD", "highs-ds")
+    simplex = bidding._solve_fluid(env, rho, gamma, 60)
+    assert ipm.nu == pytest.approx(simplex.nu, rel=1e-12)
+    assert (ipm.dual_budget, ipm.dual_roi) == pytest.approx((simplex.dual_budget, simplex.dual_roi),
+                                                            rel=1e-9, abs=1e-12)
+    assert np.allclose(ipm.policy, simplex.policy, atol=1e-9)
