@@ -25,6 +25,7 @@ from iclr_lab.core.validation import check_choice, check_int, check_range
 from iclr_lab.recovery.risp.method import (
     Problem,
     Trace,
+    _risp_runs,
     make_problem,
     nesterov_restart,
     psnr,
@@ -154,15 +155,20 @@ def _fire_rows(sz: _Sizes, seed: int) -> pd.DataFrame:
 
     rows = []
     draws = [FIRE_SEED_BASE + seed + i for i in range(sz.fire_seeds)]
+    factors = (1.0, *B2_FACTORS)
     for s in progress(draws, desc="risp: restart claims"):
         p = make_problem(sz.size, seed=s)
-        row: dict[str, float] = {"seed": float(s), "red": low(red(p, iters=n)),
-                                 "hb": low(risp(p, theta=FIRE_THETA, restart=None, iters=n))}
-        for f in (1.0, *B2_FACTORS):
-            t = risp(p, theta=FIRE_THETA, restart=f * b2, iters=n)
+        # heavy ball and RISP at each B^2 (and at SMALL_THETA RISP and heavy ball) run as one until
+        # their restart rules part: the same traces as separate risp() calls, recording only the
+        # gradient norms that low() reads
+        hb, *fired = _risp_runs(p, theta=FIRE_THETA, restarts=(None, *(f * b2 for f in factors)),
+                                iters=n, values=False)
+        row: dict[str, float] = {"seed": float(s), "red": low(red(p, iters=n)), "hb": low(hb)}
+        for f, t in zip(factors, fired, strict=True):
             row[f"risp_x{f:g}"], row[f"restarts_x{f:g}"] = low(t), float(len(t.restarts))
-        row["small_restart"] = low(risp(p, theta=SMALL_THETA, restart=_b2(sz.size, SMALL_B2), iters=n))
-        row["small_hb"] = low(risp(p, theta=SMALL_THETA, restart=None, iters=n))
+        small, small_hb = _risp_runs(p, theta=SMALL_THETA, restarts=(_b2(sz.size, SMALL_B2), None),
+                                     iters=n, values=False)
+        row["small_restart"], row["small_hb"] = low(small), low(small_hb)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -234,14 +240,15 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
         # theta sweep at the short horizon, with and without restart
         sweep_runs: dict[tuple[float, str], Trace] = {}
         for th in progress(sz.thetas, desc="risp: theta sweep"):
-            for label, b in (("restart", b2), ("no restart", None)):
-                if th == 1.0:
-                    sweep_runs[(th, label)] = runs[RED]  # theta = 1 is RED, restart or not
-                elif th == THETA:
-                    sweep_runs[(th, label)] = runs[RISP] if b else runs[HB]
-                else:
-                    sweep_runs[(th, label)] = risp(p, theta=th, restart=b if b is None else
-                                                   (small_b2 if th == SMALL_THETA else b), iters=n)
+            if th == 1.0:  # theta = 1 is RED, restart or not
+                sweep_runs[(th, "restart")] = sweep_runs[(th, "no restart")] = runs[RED]
+            elif th == THETA:
+                sweep_runs[(th, "restart")], sweep_runs[(th, "no restart")] = runs[RISP], runs[HB]
+            else:  # with and without restart as one run until the first restart (the table reads
+                # only the gradient norms)
+                sweep_runs[(th, "restart")], sweep_runs[(th, "no restart")] = _risp_runs(
+                    p, theta=th, restarts=(small_b2 if th == SMALL_THETA else b2, None), iters=n,
+                    values=False)
         # the restart claims (FIRE_THETA with B^2 x 0.1, 1, 10; SMALL_THETA) on their own draws
         fire = _fire_rows(sz, seed)
         # theta = 1 against RED: the sanity check, iterate by iterate (RED's long run kept its

@@ -363,11 +363,20 @@ class _Recorder:
     """What a solver run records (:class:`Trace`): ``F``, ``||grad F||`` and PSNR at every iterate
     (or, with ``record=False``, at the end point only) and the iterates in ``keep``."""
 
-    def __init__(self, problem: Problem, iters: int, keep: tuple[int, ...], record: bool) -> None:
-        self.p, self.record, self.keep = problem, record, set(keep)
+    def __init__(self, problem: Problem, iters: int, keep: tuple[int, ...], record: bool,
+                 values: bool = True) -> None:
+        self.p, self.record, self.keep, self.values = problem, record, set(keep), values
         n = iters + 1 if record else 1
         self.value, self.gn, self.ps = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
         self.snaps: dict[int, np.ndarray] = {}
+
+    def copy(self) -> _Recorder:
+        """An independent recorder holding what this one has recorded (for a run that forks)."""
+        new = _Recorder.__new__(_Recorder)
+        new.p, new.record, new.keep, new.values = self.p, self.record, self.keep, self.values
+        new.value, new.gn, new.ps = self.value.copy(), self.gn.copy(), self.ps.copy()
+        new.snaps = dict(self.snaps)
+        return new
 
     def __call__(self, k: int, x: np.ndarray) -> np.ndarray | None:
         """Record iterate ``k``; returns ``grad F(x)`` when the record computed it (``None`` when
@@ -376,6 +385,10 @@ class _Recorder:
             self.snaps[k] = x.copy()
         if not self.record:
             return None
+        if not self.values:  # the gradient norm only (the same gradient as value_and_grad's)
+            g = self.p.grad(x)
+            self.gn[k] = float(np.linalg.norm(g))
+            return g
         value, g = self.p.value_and_grad(x)
         self.value[k] = value
         self.gn[k] = float(np.linalg.norm(g))
@@ -467,6 +480,52 @@ def risp(problem: Problem, x0: np.ndarray | None = None, *, step: float | None =
             restarts.append(k + 1)
     rec(n, x)
     return rec.trace(x, restarts, n)
+
+
+def _risp_runs(problem: Problem, *, theta: float, restarts: tuple[float | None, ...], iters: int,
+               values: bool = True) -> list[Trace]:
+    """``[risp(problem, theta=theta, restart=b, iters=iters) for b in restarts]``, the same numbers
+    with less work: the runs start alike and stay one run, iterate for iterate, until their restart
+    rules first disagree (one threshold is crossed and another not); there the run forks, and each
+    branch goes on exactly as :func:`risp` would. The steps are :func:`risp`'s, written out once
+    per branch, so every trace is the separate run's to the last bit.
+
+    ``values=False`` records only ``||grad F||`` (``value`` and ``psnr`` stay NaN): a caller that
+    reads only the gradient norms skips ``g``'s value and the PSNR at every iterate (the gradient
+    is the same). The start is :meth:`Problem.start` and the step ``1/L``, :func:`risp`'s defaults.
+    """
+    x, eta, n = _check_common(problem, None, None, iters)
+    th = check_range("theta", theta, 0, 1, low_open=True)
+    b2s = [math.inf if b is None else check_range("restart", b, 0, low_open=True) for b in restarts]
+    rec = _Recorder(problem, n, (), True, values)
+    # a branch: the runs it stands for, its recorder, x_k, x_{k-1}, j, M and the restarts so far
+    branches: list[tuple[list[int], _Recorder, np.ndarray, np.ndarray, int, float, list[int]]]
+    branches = [(list(range(len(b2s))), rec, x, x, 0, 0.0, [])]
+    for k in range(n):
+        grown = []
+        for members, rec, x, x_prev, j, moved, done in branches:
+            g = rec(k, x)
+            z = x + (1.0 - th) * (x - x_prev)
+            if g is None or (j > 0 and th < 1.0):
+                g = problem.grad(z)
+            x_new = z - eta * g
+            j += 1
+            moved += float(np.sum((x_new - x) ** 2))
+            x_prev, x = x, x_new
+            jm = j * moved
+            fire = [i for i in members if jm > b2s[i]]
+            stay = [i for i in members if not jm > b2s[i]]
+            if stay:
+                grown.append((stay, rec, x, x_prev, j, moved, done))
+            if fire:  # these runs restart; a copy of the record when others go on without
+                grown.append((fire, rec.copy() if stay else rec, x, x, 0, 0.0, [*done, k + 1]))
+        branches = grown
+    out: dict[int, Trace] = {}
+    for members, rec, x, _, _, _, done in branches:
+        rec(n, x)
+        for i in members:  # runs that never parted: each its own copy of the same record
+            out[i] = rec.copy().trace(x.copy(), list(done), n) if len(members) > 1 else rec.trace(x, done, n)
+    return [out[i] for i in range(len(b2s))]
 
 
 def nesterov_restart(problem: Problem, x0: np.ndarray | None = None, *, step: float | None = None,
