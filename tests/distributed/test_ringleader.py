@@ -279,6 +279,24 @@ def test_theory_step():
 # --- time models -------------------------------------------------------------------------------
 
 
+def test_the_simulator_draws_the_authors_times_as_finish_would():
+    """The simulator computes AuthorsTimes.finish inline from blocks of each worker's stream; the
+    durations are those of calling finish() once per gradient with that stream."""
+    times = rl.authors_times(4, 3)
+    sim = rl.Simulator(make_problem(4, 2, 0.0, 3), times, 0.01, 400.0, seed=5, record_jobs=True)
+    try:
+        rl.ringleader(sim)
+    except rl.Horizon:
+        pass
+    jobs = pd.DataFrame(sim.jobs)
+    assert len(jobs) > 4 * 64  # past the first block of every worker
+    for i, own in jobs.groupby("worker"):
+        rng = np.random.default_rng([5, 1, i])
+        starts = own.start.to_numpy()
+        expected = [times.finish(i, t, rng) for t in starts]
+        assert own.end.to_numpy().tolist() == expected
+
+
 def test_time_models():
     rng = np.random.default_rng(0)
     assert FixedTimes((1.0, 2.0)).finish(1, 3.0, rng) == 5.0

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
-from iclr_lab.distributed.ringleader.timing import TimeModel
+from iclr_lab.distributed.ringleader.timing import AuthorsTimes, TimeModel
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -192,6 +192,13 @@ class Simulator:
             raise ValueError(f"times must describe {self.n} workers (problem.n_workers), got {times.n}")
         self.times = times
         self._finish = times.finish  # bound once: _start calls it for every gradient
+        # the authors' time model draws one normal per gradient from its worker's stream: drawn
+        # here in blocks (a block of standard_normal is the same numbers as one draw at a time),
+        # and finish() computed inline, with the same operations
+        self._authors: tuple[tuple[float, ...], tuple[float, ...]] | None = (
+            (times.tau, times.scale) if type(times) is AuthorsTimes else None)
+        self._time_buf: list[list[float]] = [[] for _ in range(self.n)]
+        self._time_pos = [0] * self.n
         steps_ = np.atleast_1d(np.asarray(steps, dtype=float))
         if steps_.ndim != 1 or not steps_.size:
             raise ValueError(f"steps must be a number or a 1-D sequence, got shape {steps_.shape}")
@@ -443,7 +450,16 @@ class Simulator:
         point = self._held_point[i]
         assert point is not None
         self._idle[i] += self.now - self._free_since[i]
-        finish = self._finish(i, self.now, self._time_rng[i])
+        if self._authors is not None:  # AuthorsTimes.finish, inline, from worker i's block
+            pos = self._time_pos[i]
+            if pos == len(self._time_buf[i]):
+                self._time_buf[i] = self._time_rng[i].standard_normal(_NOISE_BLOCK).tolist()
+                pos = 0
+            self._time_pos[i] = pos + 1
+            tau, scale = self._authors
+            finish = self.now + tau[i] + abs(scale[i] * self._time_buf[i][pos])
+        else:
+            finish = self._finish(i, self.now, self._time_rng[i])
         self._jobs[i] = (point, self._held[i], self.now, self._version[i])
         heapq.heappush(self._heap, (finish, self._seq, i, self._version[i]))
         self._seq += 1
@@ -530,7 +546,9 @@ class GradientTable:
 
     def replace(self, i: int, g: np.ndarray, k: int) -> None:
         """Make ``g`` worker ``i``'s only gradient (IA²SGD keeps each worker's latest)."""
-        self.average += (g - self.mean[i]) / self.n
+        delta = np.subtract(g, self.mean[i], out=self._delta)
+        delta /= self.n
+        self.average += delta
         self.mean[i] = g
         if self._counts[i] == 0:
             self.filled += 1
