@@ -124,3 +124,70 @@ def test_columns_are_the_blocks_columns_exactly() -> None:
     A = np.hstack([op.block(j) for j in range(5)])
     assert np.array_equal(op.columns(idx), A[:, idx]) and op.columns(idx).flags["C_CONTIGUOUS"]
     assert op.columns(np.zeros(0, dtype=np.int64)).shape == (40, 0)
+
+
+def _imp_reference(X: np.ndarray, y: np.ndarray, m: int, s: int, *, epochs: int, lr: float,
+                   prune_fraction: float | None, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """IMP for one ``s`` as it was before its training dropped the pruned input rows: every
+    product on the whole ``X``, Adam by :func:`iclr_lab.core.nn.adam_update`."""
+    import math
+
+    from iclr_lab.recovery.sparse_relu_iht.method import imp_rounds
+
+    n, d = X.shape
+    gen = torch.Generator().manual_seed(seed)
+    u0 = (torch.rand(d, m, generator=gen, dtype=torch.float64) * 2 - 1) / math.sqrt(d)
+    v0 = (torch.rand(m, generator=gen, dtype=torch.float64) * 2 - 1) / math.sqrt(m)
+    Xt, yt = torch.as_tensor(X), torch.as_tensor(y)
+    mask = torch.ones(d, m, dtype=torch.float64)
+    counts = imp_rounds(d * m, s, prune_fraction)
+    for k in range(len(counts) + 1):
+        u, v = u0 * mask, v0.clone()
+        moments = [torch.zeros_like(u), torch.zeros_like(u), torch.zeros_like(v), torch.zeros_like(v)]
+        for t in range(1, epochs + 1):
+            gu, gv = _mse_grads(Xt, yt, u, v, mask)
+            adam_update(u, gu, moments[0], moments[1], t, lr=lr)
+            adam_update(v, gv, moments[2], moments[3], t, lr=lr)
+        if k == len(counts):
+            return u * mask, v
+        mag = torch.where(mask > 0, (u * mask).abs(), torch.full_like(u, -1.0)).flatten()
+        keep = torch.argsort(mag, descending=True, stable=True)[:counts[k]]
+        mask = torch.zeros(d * m, dtype=torch.float64)
+        mask[keep] = 1.0
+        mask = mask.reshape(d, m)
+    raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize(("m", "s", "pf", "lr"), [(3, 2, 0.1, 1e-2), (4, 9, 0.1, 1e-1),
+                                                  (5, 1, None, 1e-2), (2, 30, 0.1, 1e-3)])
+def test_imp_on_the_surviving_rows_is_the_whole_matrix_loop(m: int, s: int, pf: float | None,
+                                                             lr: float) -> None:
+    from iclr_lab.recovery.sparse_relu_iht import imp_sweep
+
+    P = planted_mlp(120, 16, m, min(s, 16 * m), np.random.default_rng(m))
+    q = imp_sweep(P.X, P.y, m, [s], epochs=6, lr=lr, prune_fraction=pf, seed=m)[0]
+    W, v = _imp_reference(P.X, P.y, m, s, epochs=6, lr=lr, prune_fraction=pf, seed=m)
+    assert np.array_equal(q.W, W.numpy()) and np.array_equal(q.v, v.numpy())
+
+
+def test_adam_pair_and_the_row_subsets_of_the_gradient_are_exact() -> None:
+    from iclr_lab.recovery.sparse_relu_iht.method import _adam_pair
+
+    X, y, u, v, mask = _problem(90, 12, 3, seed=4)
+    rows = torch.tensor([0, 2, 3, 7, 8, 9, 10, 11])
+    mask[[1, 4, 5, 6]] = 0.0   # the rows that no surviving weight reads
+    gu, gv = _mse_grads(X, y, u * mask, v, mask)
+    gr, gvr = _mse_grads(X[:, rows].contiguous(), y, (u * mask)[rows], v, mask[rows],
+                         X.T.contiguous(), rows)
+    assert torch.equal(gr, gu[rows]) and torch.equal(gvr, gv)
+    gr, _ = _mse_grads(X[:, rows].contiguous(), y, (u * mask)[rows], v, mask[rows],
+                       X.T[rows].contiguous())
+    assert torch.equal(gr, gu[rows])
+    a = [u.clone(), v.clone()] + [torch.zeros_like(u), torch.zeros_like(u), torch.zeros_like(v),
+                                   torch.zeros_like(v)]
+    b = [t.clone() for t in a]
+    for t in range(1, 6):
+        adam_update(a[0], gu, a[2], a[3], t, lr=0.05)
+        adam_update(a[1], gv, a[4], a[5], t, lr=0.05)
+        _adam_pair(b[0], gu, b[1], gv, b[2:], t, 0.05)
+    assert all(torch.equal(p, q) for p, q in zip(a, b, strict=True))

@@ -34,6 +34,9 @@ __all__ = ["IHTResult", "IMPResult", "PlantedMLP", "SensingOperator", "hard_thre
 #: PSNR floors the mean squared error here, so that an exact fit reads as a large finite number
 #: (about 320 dB for max|y| = 1) instead of infinity.
 MSE_FLOOR = 1e-32
+#: IMP's training takes ``X^T g`` on the surviving input rows only when there are at least this
+#: many (MKL rounds a product of one or two rows differently from the same rows of a larger one)
+_MIN_ROWS = 8
 
 
 # ----------------------------------------------------------------------------------------------
@@ -534,17 +537,42 @@ def imp_rounds(total: int, s: int, prune_fraction: float | None) -> list[int]:
 
 
 def _mse_grads(Xt: torch.Tensor, yt: torch.Tensor, u: torch.Tensor, v: torch.Tensor,
-               mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+               mask: torch.Tensor, XT: torch.Tensor | None = None,
+               rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The gradients in ``u`` and ``v`` (torch tensors) of IMP's loss
     ``mean((relu(X (u * mask)) v - y)^2)``, written out as autograd computes them, operation for
     operation (mean, square, matrix-vector product, ReLU, matrix product, mask), so that they equal
-    ``loss.backward()``'s bit for bit (a test checks it)."""
+    ``loss.backward()``'s bit for bit (a test checks it). ``XT``, when given, is ``Xt.T`` stored
+    contiguously (a training loop makes it once): the product ``X^T g`` then reads rows, a fifth
+    faster, with the same numbers (a test checks it). ``rows``, when given, keeps those rows of
+    ``X^T g`` before the mask (``X`` and ``u`` being those columns and rows of the whole ones, ``XT``
+    the whole ``X^T``)."""
     import torch
 
     h = torch.relu(Xt @ (u * mask))
     ge = (1.0 / yt.numel()) * (2.0 * (h @ v - yt))          # d loss / d (h v - y)
     gz = torch.ops.aten.threshold_backward(torch.outer(ge, v), h, 0)  # ReLU's backward
-    return (Xt.T @ gz) * mask, h.T @ ge
+    gX = (Xt.T if XT is None else XT) @ gz
+    return (gX if rows is None else gX[rows]) * mask, h.T @ ge
+
+
+def _adam_pair(u: torch.Tensor, gu: torch.Tensor, v: torch.Tensor, gv: torch.Tensor,
+               moments: list[torch.Tensor], step: int, lr: float,
+               betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+    """:func:`iclr_lab.core.nn.adam_update` on ``u`` and on ``v`` (moments ``u, u, v, v``), its
+    operations in its order, without its per-call argument checks (the caller checked ``lr``
+    once) and with the bias corrections of ``step`` computed once for both tensors: the same
+    numbers bit for bit (a test checks it), in the thousands of tiny steps of IMP's training."""
+    beta1, beta2 = betas
+    bias_correction1 = 1 - beta1 ** float(step)
+    bias_correction2_sqrt = (1 - beta2 ** float(step)) ** 0.5
+    value = -(lr / bias_correction1)
+    for param, grad, exp_avg, exp_avg_sq in ((u, gu, moments[0], moments[1]),
+                                             (v, gv, moments[2], moments[3])):
+        exp_avg.lerp_(grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+        param.addcdiv_(exp_avg, denom, value=value)
 
 
 def _imp_checked(X: np.ndarray, y: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -563,8 +591,6 @@ def _imp_tree(X: np.ndarray, y: np.ndarray, m: int, schedules: dict[int, list[in
     numbers a run for that ``s`` alone computes (same operations, same order)."""
     import torch
 
-    from iclr_lab.core.nn import adam_update
-
     n, d = X.shape
     gen = torch.Generator().manual_seed(seed)
     # torch.nn.Linear's default initialisation, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), drawn from gen
@@ -572,19 +598,35 @@ def _imp_tree(X: np.ndarray, y: np.ndarray, m: int, schedules: dict[int, list[in
     v0 = (torch.rand(m, generator=gen, dtype=torch.float64) * 2 - 1) / math.sqrt(m)
     Xt = torch.as_tensor(X)
     yt = torch.as_tensor(y)
+    XT = Xt.T.contiguous()
     dense = d * m + m
     out: dict[int, IMPResult] = {}
 
     def train(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
         u = u0 * mask   # rewind the survivors to their init, and reset Adam
         v = v0.clone()
-        moments = [torch.zeros_like(u), torch.zeros_like(u), torch.zeros_like(v), torch.zeros_like(v)]
+        # Only the inputs that some surviving weight reads enter the products: a pruned weight is
+        # zero, its gradient is masked to zero and Adam leaves it as it is, so the rows of u that
+        # the mask empties never change, and dropping their zero terms from X (u * mask) leaves
+        # every sum as it was (same order, same numbers; a test checks it). X^T g is taken on the
+        # surviving rows only when there are at least _MIN_ROWS of them (the products of one or
+        # two rows round differently; then it is taken on all rows and the surviving ones kept).
+        rows = torch.nonzero(mask.sum(dim=1) > 0).flatten()
+        full = rows.numel() == d
+        uR = u if full else u[rows]
+        maskR = mask if full else mask[rows]
+        XR = Xt if full else Xt[:, rows].contiguous()
+        XTR = XT if full else XT[rows].contiguous() if rows.numel() >= _MIN_ROWS else None
+        moments = [torch.zeros_like(uR), torch.zeros_like(uR), torch.zeros_like(v),
+                   torch.zeros_like(v)]
         for t in range(1, per_phase + 1):
-            # torch.optim.Adam on autograd's gradient, written out (_mse_grads, adam_update): the
+            # torch.optim.Adam on autograd's gradient, written out (_mse_grads, _adam_pair): the
             # same numbers bit for bit at a third of the cost, these runs being thousands of tiny steps
-            gu, gv = _mse_grads(Xt, yt, u, v, mask)
-            adam_update(u, gu, moments[0], moments[1], t, lr=lr)
-            adam_update(v, gv, moments[2], moments[3], t, lr=lr)
+            gu, gv = (_mse_grads(XR, yt, uR, v, maskR, XT, rows) if XTR is None
+                      else _mse_grads(XR, yt, uR, v, maskR, XTR))
+            _adam_pair(uR, gu, v, gv, moments, t, lr)
+        if not full:
+            u[rows] = uR
         with torch.no_grad():
             loss = float(torch.mean((torch.relu(Xt @ (u * mask)) @ v - yt) ** 2))
         return u, v, loss
