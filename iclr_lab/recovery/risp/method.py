@@ -457,7 +457,8 @@ def red(problem: Problem, x0: np.ndarray | None = None, *, step: float | None = 
         g = rec(k, x)  # the step's gradient, when the record computed it
         if g is None:
             g = problem.grad(x)
-        x = x - eta * g
+        g *= eta  # x - eta g, in the gradient's own (fresh) array
+        x = np.subtract(x, g, out=g)
     rec(n, x)
     return rec.trace(x, [], n)
 
@@ -504,7 +505,7 @@ def risp(problem: Problem, x0: np.ndarray | None = None, *, step: float | None =
 
 
 def _risp_runs(problem: Problem, *, theta: float, restarts: tuple[float | None, ...], iters: int,
-               values: bool = True) -> list[Trace]:
+               values: bool = True, keep: tuple[int, ...] = ()) -> list[Trace]:
     """``[risp(problem, theta=theta, restart=b, iters=iters) for b in restarts]``, the same numbers
     with less work: the runs start alike and stay one run, iterate for iterate, until their restart
     rules first disagree (one threshold is crossed and another not); there the run forks, and each
@@ -513,12 +514,13 @@ def _risp_runs(problem: Problem, *, theta: float, restarts: tuple[float | None, 
 
     ``values=False`` records only ``||grad F||`` (``value`` and ``psnr`` stay NaN): a caller that
     reads only the gradient norms skips ``g``'s value and the PSNR at every iterate (the gradient
-    is the same). The start is :meth:`Problem.start` and the step ``1/L``, :func:`risp`'s defaults.
+    is the same). The start is :meth:`Problem.start` and the step ``1/L``, :func:`risp`'s defaults;
+    ``keep`` is :func:`risp`'s, for every run.
     """
     x, eta, n = _check_common(problem, None, None, iters)
     th = check_range("theta", theta, 0, 1, low_open=True)
     b2s = [math.inf if b is None else check_range("restart", b, 0, low_open=True) for b in restarts]
-    rec = _Recorder(problem, n, (), True, values)
+    rec = _Recorder(problem, n, keep, True, values)
     # a branch: the runs it stands for, its recorder, x_k, x_{k-1}, j, M and the restarts so far
     branches: list[tuple[list[int], _Recorder, np.ndarray, np.ndarray, int, float, list[int]]]
     branches = [(list(range(len(b2s))), rec, x, x, 0, 0.0, [])]
@@ -526,12 +528,16 @@ def _risp_runs(problem: Problem, *, theta: float, restarts: tuple[float | None, 
         grown = []
         for members, rec, x, x_prev, j, moved, done in branches:
             g = rec(k, x)
-            z = x + (1.0 - th) * (x - x_prev)
+            z = x - x_prev  # z = x + (1 - theta)(x - x_prev), in one array
+            z *= 1.0 - th
+            z += x
             if g is None or (j > 0 and th < 1.0):
                 g = problem.grad(z)
-            x_new = z - eta * g
+            g *= eta  # x_new = z - eta g, into z's array
+            x_new = np.subtract(z, g, out=z)
             j += 1
-            moved += float(np.sum((x_new - x) ** 2))
+            d = x_new - x
+            moved += float(np.sum(np.square(d, out=d)))
             x_prev, x = x, x_new
             jm = j * moved
             fire = [i for i in members if jm > b2s[i]]
@@ -564,12 +570,14 @@ def nesterov_restart(problem: Problem, x0: np.ndarray | None = None, *, step: fl
     x_prev, j, restarts = x, 0, []
     for k in range(n):
         gx = rec(k, x)
-        z = x + (j / (j + 3.0)) * (x - x_prev)
+        z = x - x_prev  # z = x + j/(j+3) (x - x_prev), in one array
+        z *= j / (j + 3.0)
+        z += x
         # j = 0 (the start, or just after a restart): x_prev is x, so z is x to the last bit and
         # the record's gradient at x is the step's
         g = gx if gx is not None and j == 0 else problem.grad(z)
-        x_new = z - eta * g
-        if float(np.vdot(g, x_new - x)) > 0:
+        x_new = np.subtract(z, eta * g, out=z)
+        if float(np.vdot(g, np.subtract(x_new, x))) > 0:
             x_prev, x, j = x_new, x_new, 0
             restarts.append(k + 1)
         else:
