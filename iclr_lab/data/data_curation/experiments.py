@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
@@ -232,6 +232,12 @@ def _tune_abundant(sz: _Sizes, seed: int, *, n: int | None = None, sims: int | N
         t = tune(LABELS[rule] + label, score, 1e-2, parameter="ridge λ", grid=LAM_GRID)
         at = errors([t.choice])[rows, 0]
         ps[rule] = float(cells[rows[int(np.argmin(at))]][1])
+        if rule != "full" and ps[rule] in (P_GRID[0], P_GRID[-1]):
+            # the keep fraction is chosen by argmin on P_GRID, not by tune(): its edge is flagged
+            # here, as tune() flags the ridge's
+            edge = "high" if ps[rule] == P_GRID[-1] else "low"
+            t = replace(t, flags=(*t.flags, f"keep fraction p = {ps[rule]:g} at the grid's "
+                                            f"{edge} edge"))
         tuned.append(t)
     return tuned, ps
 
