@@ -183,6 +183,9 @@ def test_adam_pair_and_the_row_subsets_of_the_gradient_are_exact() -> None:
     gr, _ = _mse_grads(X[:, rows].contiguous(), y, (u * mask)[rows], v, mask[rows],
                        X.T[rows].contiguous())
     assert torch.equal(gr, gu[rows])
+    gr, _ = _mse_grads(X.T[rows].contiguous().T, y, (u * mask)[rows], v, mask[rows],
+                       X.T[rows].contiguous())
+    assert torch.equal(gr, gu[rows])
     a = [u.clone(), v.clone()] + [torch.zeros_like(u), torch.zeros_like(u), torch.zeros_like(v),
                                    torch.zeros_like(v)]
     b = [t.clone() for t in a]

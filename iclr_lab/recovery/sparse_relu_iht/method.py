@@ -615,8 +615,11 @@ def _imp_tree(X: np.ndarray, y: np.ndarray, m: int, schedules: dict[int, list[in
         full = rows.numel() == d
         uR = u if full else u[rows]
         maskR = mask if full else mask[rows]
-        XR = Xt if full else Xt[:, rows].contiguous()
-        XTR = XT if full else XT[rows].contiguous() if rows.numel() >= _MIN_ROWS else None
+        # X's surviving columns as the transpose of X^T's rows: a gather of whole rows, and the
+        # product through the transposed view gives the contiguous copy's numbers (a test checks it)
+        XTrows = XT if full else torch.index_select(XT, 0, rows)
+        XR = Xt if full else XTrows.T
+        XTR = XTrows if full or rows.numel() >= _MIN_ROWS else None
         moments = [torch.zeros_like(uR), torch.zeros_like(uR), torch.zeros_like(v),
                    torch.zeros_like(v)]
         for t in range(1, per_phase + 1):
