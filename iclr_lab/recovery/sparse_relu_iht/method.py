@@ -167,6 +167,10 @@ class SensingOperator:
         self.seed = check_seed(seed)
         self._dense: np.ndarray | None = None
         self._sparse: tuple[np.ndarray, np.ndarray] | None = None
+        # the patterns 1[X h_j > 0] of the blocks that columns() built since the generators last
+        # changed (n booleans each, read-only; at most those of the supports of one outer step):
+        # IHT asks for them several times per outer step
+        self._patterns: dict[int, np.ndarray] = {}
         if generators is not None:
             g = check_array("generators", generators, ndim=2).astype(float)
             if g.shape != (self.p, self.d):
@@ -197,10 +201,21 @@ class SensingOperator:
         sparse iterate; a neuron whose weights are all zero gets the all-zero pattern."""
         self._dense = None
         self._sparse = (np.asarray(idx, dtype=np.int64).copy(), np.asarray(vals, dtype=float).copy())
+        self._patterns = {}
 
     def pattern(self, j: int) -> np.ndarray:
         """The activation pattern ``diag(D_j) = 1[X h_j > 0]`` (strict, as in the authors' code)."""
-        return self.X @ self.generator(j) > 0
+        pat = self._patterns.get(j)
+        return self.X @ self.generator(j) > 0 if pat is None else pat.copy()
+
+    def _kept_pattern(self, j: int) -> np.ndarray:
+        """:meth:`pattern`, kept (read-only) until the generators change."""
+        pat = self._patterns.get(j)
+        if pat is None:
+            pat = self.X @ self.generator(j) > 0
+            pat.setflags(write=False)
+            self._patterns[j] = pat
+        return pat
 
     def block(self, j: int) -> np.ndarray:
         """``D_j X``, ``n x d``."""
@@ -213,7 +228,7 @@ class SensingOperator:
         if idx.size == 0:
             return np.zeros((self.n, 0))
         blocks, which = np.unique(idx // self.d, return_inverse=True)
-        patterns = np.stack([self.pattern(int(j)) for j in blocks], axis=1)
+        patterns = np.stack([self._kept_pattern(int(j)) for j in blocks], axis=1)
         # into a row-major array: the products A_S w and A_S^T r then round as they always have
         # (column-wise fancy indexing alone would give a column-major one)
         out = np.empty((self.n, idx.size))
@@ -225,7 +240,8 @@ class SensingOperator:
 
     def rmatvec_block(self, j: int, r: np.ndarray) -> np.ndarray:
         """``(D_j X)^T r``: block ``j`` of the gradient ``A^T r``."""
-        return self.X.T @ (self.pattern(j) * r)
+        pat = self._patterns.get(j)
+        return self.X.T @ ((self.X @ self.generator(j) > 0 if pat is None else pat) * r)
 
     def dense(self) -> np.ndarray:
         """The whole ``n x d p`` matrix, for the baselines that need it (and for tests)."""
