@@ -308,11 +308,14 @@ def _claims(runs: pd.DataFrame, extra: pd.DataFrame, rates: pd.DataFrame,
             "robust_step_shifted", "The two shifted settings (ρ = 0.002 with γ = 1.8; ρ = 0.01 "
             f"with γ = 3), no re-tuning, L2FOB over its window above, {l2_label}: the same joint "
             "test, the spread the larger of the two settings and the ROI the lowest of both. "
-            f"Control: {wang_ctrl}. Expected to fail before the run: L2FOB's ROI at γ = 3 is "
-            f"below {ROI_SHARE:g} γ (roi_met_high_target)",
+            f"Control: {pd_ctrl}. Beside it, {wang_ctrl}, scores "
+            f"{_text(_joint(runs, WANG, SHIFTED, win[WANG]), '.3f')}. Expected to fail before the "
+            f"run: L2FOB's ROI at γ = 3 is below {ROI_SHARE:g} γ (roi_met_high_target). (Until "
+            "the session after robust_step_paper's control changed, the control here was still "
+            "Wang et al.'s pacing; it is the primal–dual bidder by the same rule.)",
             _joint(runs, L2, SHIFTED, win[L2]).tolist(),
-            0.0, "<=", paper=rob_paper, expected=False, source="pilot", control=WANG,
-            control_values=_joint(runs, WANG, SHIFTED, win[WANG]).tolist(), regime=shifted_regime),
+            0.0, "<=", paper=rob_paper, expected=False, source="pilot", control=PD,
+            control_values=_joint(runs, PD, SHIFTED, win[PD]).tolist(), regime=shifted_regime),
         Claim.over_seeds(
             "robust_step_low", f"The window on the other side: L2FOB over its window below, "
             f"{l2_below} (the paper's step and down to a tenth of it), paper setting: the same "
