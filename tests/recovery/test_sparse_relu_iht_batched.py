@@ -170,8 +170,8 @@ def test_imp_on_the_surviving_rows_is_the_whole_matrix_loop(m: int, s: int, pf: 
     assert np.array_equal(q.W, W.numpy()) and np.array_equal(q.v, v.numpy())
 
 
-def test_adam_pair_and_the_row_subsets_of_the_gradient_are_exact() -> None:
-    from iclr_lab.recovery.sparse_relu_iht.method import _adam_pair
+def test_flat_adam_and_the_row_subsets_of_the_gradient_are_exact() -> None:
+    from iclr_lab.recovery.sparse_relu_iht.method import _adam_flat
 
     X, y, u, v, mask = _problem(90, 12, 3, seed=4)
     rows = torch.tensor([0, 2, 3, 7, 8, 9, 10, 11])
@@ -188,9 +188,13 @@ def test_adam_pair_and_the_row_subsets_of_the_gradient_are_exact() -> None:
     assert torch.equal(gr, gu[rows])
     a = [u.clone(), v.clone()] + [torch.zeros_like(u), torch.zeros_like(u), torch.zeros_like(v),
                                    torch.zeros_like(v)]
-    b = [t.clone() for t in a]
+    flat = torch.cat([u.flatten(), v])
+    moments = [torch.zeros_like(flat), torch.zeros_like(flat)]
     for t in range(1, 6):
         adam_update(a[0], gu, a[2], a[3], t, lr=0.05)
         adam_update(a[1], gv, a[4], a[5], t, lr=0.05)
-        _adam_pair(b[0], gu, b[1], gv, b[2:], t, 0.05)
-    assert all(torch.equal(p, q) for p, q in zip(a, b, strict=True))
+        _adam_flat(flat, torch.cat([gu.flatten(), gv]), moments[0], moments[1], t, 0.05)
+    k = u.numel()
+    assert torch.equal(flat, torch.cat([a[0].flatten(), a[1]]))
+    assert torch.equal(moments[0], torch.cat([a[2].flatten(), a[4]]))
+    assert torch.equal(moments[1], torch.cat([a[3].flatten(), a[5]])) and k == 36

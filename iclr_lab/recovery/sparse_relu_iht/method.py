@@ -572,23 +572,21 @@ def _mse_grads(Xt: torch.Tensor, yt: torch.Tensor, u: torch.Tensor, v: torch.Ten
     return (gX if rows is None else gX[rows]) * mask, h.T @ ge
 
 
-def _adam_pair(u: torch.Tensor, gu: torch.Tensor, v: torch.Tensor, gv: torch.Tensor,
-               moments: list[torch.Tensor], step: int, lr: float,
+def _adam_flat(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor,
+               exp_avg_sq: torch.Tensor, step: int, lr: float,
                betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
-    """:func:`iclr_lab.core.nn.adam_update` on ``u`` and on ``v`` (moments ``u, u, v, v``), its
-    operations in its order, without its per-call argument checks (the caller checked ``lr``
-    once) and with the bias corrections of ``step`` computed once for both tensors: the same
-    numbers bit for bit (a test checks it), in the thousands of tiny steps of IMP's training."""
+    """:func:`iclr_lab.core.nn.adam_update` without its per-call argument checks (the caller
+    checked ``lr`` once), for IMP's ``u`` and ``v`` held in one flat tensor: its operations, in its
+    order, are elementwise, so one call on the two tensors laid end to end gives the numbers of one
+    call on each, bit for bit (a test checks it), with half the calls in the thousands of tiny steps
+    of IMP's training."""
     beta1, beta2 = betas
     bias_correction1 = 1 - beta1 ** float(step)
     bias_correction2_sqrt = (1 - beta2 ** float(step)) ** 0.5
-    value = -(lr / bias_correction1)
-    for param, grad, exp_avg, exp_avg_sq in ((u, gu, moments[0], moments[1]),
-                                             (v, gv, moments[2], moments[3])):
-        exp_avg.lerp_(grad, 1 - beta1)
-        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-        param.addcdiv_(exp_avg, denom, value=value)
+    exp_avg.lerp_(grad, 1 - beta1)
+    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+    param.addcdiv_(exp_avg, denom, value=-(lr / bias_correction1))
 
 
 def _imp_checked(X: np.ndarray, y: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -636,15 +634,20 @@ def _imp_tree(X: np.ndarray, y: np.ndarray, m: int, schedules: dict[int, list[in
         XTrows = XT if full else torch.index_select(XT, 0, rows)
         XR = Xt if full else XTrows.T
         XTR = XTrows if full or rows.numel() >= _MIN_ROWS else None
-        moments = [torch.zeros_like(uR), torch.zeros_like(uR), torch.zeros_like(v),
-                   torch.zeros_like(v)]
+        # u's surviving rows and v end to end in one tensor, for one Adam call per step
+        k = uR.numel()
+        flat = torch.cat([uR.flatten(), v])
+        uR, v = flat[:k].view(uR.shape), flat[k:]
+        exp_avg, exp_avg_sq = torch.zeros_like(flat), torch.zeros_like(flat)
         for t in range(1, per_phase + 1):
-            # torch.optim.Adam on autograd's gradient, written out (_mse_grads, _adam_pair): the
+            # torch.optim.Adam on autograd's gradient, written out (_mse_grads, _adam_flat): the
             # same numbers bit for bit at a third of the cost, these runs being thousands of tiny steps
             gu, gv = (_mse_grads(XR, yt, uR, v, maskR, XT, rows) if XTR is None
                       else _mse_grads(XR, yt, uR, v, maskR, XTR))
-            _adam_pair(uR, gu, v, gv, moments, t, lr)
-        if not full:
+            _adam_flat(flat, torch.cat([gu.flatten(), gv]), exp_avg, exp_avg_sq, t, lr)
+        if full:
+            u = uR
+        else:
             u[rows] = uR
         with torch.no_grad():
             loss = float(torch.mean((torch.relu(Xt @ (u * mask)) @ v - yt) ** 2))
