@@ -174,9 +174,13 @@ def _grad2(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     Written as slice differences into the result (the same subtractions of the same numbers, so
     the same bits as the roll): ``np.roll`` copies the whole image first, and the differences run
-    twice per gradient in every solver's loop."""
-    u, v = np.empty_like(x), np.empty_like(x)
-    np.subtract(x[:, 1:], x[:, :-1], out=u[:, :-1])
+    twice per gradient in every solver's loop. The column differences run over the flattened
+    image in one pass (``x[i, j+1] - x[i, j]`` for every pixel but the last of each row, whose
+    wrong neighbour-across-rows value the periodic column then overwrites): the same subtraction
+    for every pixel, without a strided loop over the rows."""
+    u, v = np.empty(x.shape, x.dtype), np.empty(x.shape, x.dtype)  # C order: u.reshape(-1) is a view
+    flat = x.reshape(-1)  # a copy only when x is not C-contiguous (it is read, never written)
+    np.subtract(flat[1:], flat[:-1], out=u.reshape(-1)[:-1])
     np.subtract(x[:, :1], x[:, -1:], out=u[:, -1:])
     np.subtract(x[1:], x[:-1], out=v[:-1])
     np.subtract(x[:1], x[-1:], out=v[-1:])
@@ -185,9 +189,10 @@ def _grad2(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _grad2_adjoint(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """The adjoint of :func:`_grad2`, ``(np.roll(u, 1, 1) - u) + (np.roll(v, 1, 0) - v)``, by slices
-    as there."""
-    a, b = np.empty_like(u), np.empty_like(v)
-    np.subtract(u[:, :-1], u[:, 1:], out=a[:, 1:])
+    as there (the column part over the flattened array, its first column then overwritten)."""
+    a, b = np.empty(u.shape, u.dtype), np.empty(v.shape, v.dtype)
+    flat = u.reshape(-1)
+    np.subtract(flat[:-1], flat[1:], out=a.reshape(-1)[1:])
     np.subtract(u[:, -1:], u[:, :1], out=a[:, :1])
     np.subtract(v[:-1], v[1:], out=b[1:])
     np.subtract(v[-1:], v[:1], out=b[:1])
