@@ -204,3 +204,10 @@ def test_the_rate_sweep_equals_one_evaluation_per_rate(data):
         one = evaluate_set(data, x, t, lrs=(lr,), **kw)
         assert res.keys() == one.keys()
         assert all(res[k] == one[k] or (math.isnan(res[k]) and math.isnan(one[k])) for k in one)
+
+
+def test_distillation_checks_a_diverged_student_at_every_inner_step(data, experts):
+    # the checks moved out of the inner loop where their answer cannot change; a student that
+    # diverges inside it is still refused there, with contrastive_grad's message
+    with pytest.raises(ValueError, match="theta_v must be finite"):
+        distill(data, experts, n_pairs=5, iterations=3, syn_steps=3, lr_student=1e30)

@@ -335,6 +335,14 @@ def contrastive_grad(theta_v: torch.Tensor, theta_l: torch.Tensor,
     ``(P, D)`` parameter and adds the copies up. The arguments are those of :func:`encode`.
     """
     _check_inputs(images, texts, _check_params(theta_v, theta_l))
+    return _contrastive_grad(theta_v, theta_l, images, texts, create_graph)
+
+
+def _contrastive_grad(theta_v: torch.Tensor, theta_l: torch.Tensor,
+                      images: torch.Tensor | Sequence[torch.Tensor],
+                      texts: torch.Tensor | Sequence[torch.Tensor],
+                      create_graph: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`contrastive_grad` once its arguments are checked (all but ``requires_grad``)."""
     for name, theta in (("theta_v", theta_v), ("theta_l", theta_l)):
         if not theta.requires_grad:
             raise ValueError(f"{name} must require grad (theta.requires_grad_(True))")
@@ -727,6 +735,13 @@ def matching_loss(student_v: torch.Tensor, student_l: torch.Tensor, start_v: tor
     summed over the two branches (2 when the student has not moved). The three tensors of a branch
     share one shape and are finite."""
     _check_matching(student_v, student_l, start_v, start_l, target_v, target_l)
+    return _matching_loss(student_v, student_l, start_v, start_l, target_v, target_l)
+
+
+def _matching_loss(student_v: torch.Tensor, student_l: torch.Tensor, start_v: torch.Tensor,
+                   start_l: torch.Tensor, target_v: torch.Tensor,
+                   target_l: torch.Tensor) -> torch.Tensor:
+    """:func:`matching_loss` without its checks."""
 
     def part(s: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return ((s - b) ** 2).sum() / ((a - b) ** 2).sum().clamp_min(1e-12)
@@ -870,6 +885,12 @@ def distill_many(data: PairedDigits, experts: Trajectories, runs: Sequence[tuple
     orders = [torch.randperm(experts.n_experts * ((iterations // experts.n_experts) + 1),
                              generator=g) % experts.n_experts for g in gens]
     losses = np.empty((n_runs, iterations))
+    # The checks, done once where their answer cannot change: the synthetic pairs are only changed
+    # by Adam, after an iteration's inner steps, so they are checked at its first inner step; the
+    # experts' checkpoints never change, so when all of them are finite the matching loss checks
+    # only the students (any failure takes the full checks, which raise as they always did).
+    experts_finite = all(x.is_floating_point() and x.numel() > 0 and bool(torch.isfinite(x).all())
+                         for x in (experts.v, experts.l))
     for it in range(iterations):
         es, tvs, tls = [], [], []
         for p in range(n_runs):
@@ -881,15 +902,22 @@ def distill_many(data: PairedDigits, experts: Trajectories, runs: Sequence[tuple
         start_v, start_l = experts.v[es, tvs], experts.l[es, tls]  # (P, D): run p's checkpoints
         th_v, th_l = start_v.clone(), start_l.clone()
         eta = torch.stack([lr.exp() for lr in log_lrs])  # (P, 2)
-        for _ in range(syn_steps):
+        for step in range(syn_steps):
             if not th_v.requires_grad:
                 th_v.requires_grad_(True)
                 th_l.requires_grad_(True)
             # images, texts: one tensor per run (each run's student sees only its own set)
-            gv, gl = contrastive_grad(th_v, th_l, images, texts, create_graph=True)
+            if step == 0:
+                _check_inputs(images, texts, _check_params(th_v, th_l))
+            else:
+                _check_params(th_v, th_l)
+            gv, gl = _contrastive_grad(th_v, th_l, images, texts, create_graph=True)
             th_v, th_l = th_v - eta[:, :1] * gv, th_l - eta[:, 1:] * gl
-        loss = [matching_loss(th_v[p], th_l[p], start_v[p], start_l[p],
-                              experts.v[es[p], tvs[p] + m], experts.l[es[p], tls[p] + m])
+        students_ok = experts_finite and bool(torch.isfinite(th_v).all()) and bool(
+            torch.isfinite(th_l).all())
+        loss = [(_matching_loss if students_ok else matching_loss)(
+                    th_v[p], th_l[p], start_v[p], start_l[p], experts.v[es[p], tvs[p] + m],
+                    experts.l[es[p], tls[p] + m])
                 for p in range(n_runs)]
         for opt in opts:
             opt.zero_grad()
