@@ -417,7 +417,9 @@ class Trace:
 
 class _Recorder:
     """What a solver run records (:class:`Trace`): ``F``, ``||grad F||`` and PSNR at every iterate
-    (or, with ``record=False``, at the end point only) and the iterates in ``keep``."""
+    (or, with ``record=False``, at the end point only) and the iterates in ``keep``. With
+    ``values=False`` it records ``||grad F||`` alone (``F`` and PSNR stay NaN), for runs whose
+    callers read nothing else."""
 
     def __init__(self, problem: Problem, iters: int, keep: tuple[int, ...], record: bool,
                  values: bool = True) -> None:
