@@ -92,6 +92,20 @@ def test_paired_interval_is_a_t_interval_of_the_differences():
         paired(a, b[:3])
 
 
+@pytest.mark.parametrize("n", [2, 3, 5, 8, 24])
+@pytest.mark.parametrize("level", [0.9, 0.95, 0.99])
+def test_paired_interval_uses_scipy_stats_t_quantile_bit_for_bit(n, level):
+    """paired() takes the t quantile from scipy.special (a lighter import); it is the number
+    scipy.stats.t.ppf gives."""
+    from scipy import stats
+
+    rng = np.random.default_rng(n)
+    a, b = rng.normal(size=n), rng.normal(size=n)
+    d = a - b
+    half = stats.t.ppf(0.5 + level / 2, n - 1) * d.std(ddof=1) / math.sqrt(n)
+    p = paired(a, b, level=level)
+    assert (p.lo, p.hi) == (float(d.mean()) - float(half), float(d.mean()) + float(half))
+
 def test_beats_means_the_interval_clears_the_margin_not_only_the_median():
     base = [1.0, 1.0, 1.0, 1.0, 1.0]
     clear = Claim.paired("x", "s", [0.8, 0.82, 0.79, 0.81, 0.8], base, 0.0, "<", kind="sanity")
