@@ -233,11 +233,25 @@ def _recovery(sz: _Sizes, seed: int) -> dict[str, pd.DataFrame]:
 
 
 def _cells(ms: Sequence[int], ss: Sequence[int], n: int, d: int, seed: int,
-           diagonal: bool = False) -> list[tuple[int, int, PlantedMLP]]:
+           diagonal: bool = False,
+           cache: dict[tuple[int, ...], PlantedMLP] | None = None) -> list[tuple[int, int, PlantedMLP]]:
     """The planted network of every cell ``(m, s)`` with ``s <= d m`` (only those with ``s = m``
-    if ``diagonal``), drawn from ``(seed, m, s)``: the same network for IHT and for IMP."""
-    return [(m, s, planted_mlp(n, d, m, s, np.random.default_rng([seed, 2, m, s])))
-            for m in ms for s in ss if s <= d * m and (s == m or not diagonal)]
+    if ``diagonal``), drawn from ``(seed, m, s)``: the same network for IHT and for IMP. A draw
+    depends only on ``(n, d, m, s, seed)``, so ``cache`` (filled here) keeps each one for the
+    next caller (nothing downstream writes into a network's arrays)."""
+    out = []
+    for m in ms:
+        for s in ss:
+            if s > d * m or (diagonal and s != m):
+                continue
+            key = (n, d, m, s, seed)
+            P = None if cache is None else cache.get(key)
+            if P is None:
+                P = planted_mlp(n, d, m, s, np.random.default_rng([seed, 2, m, s]))
+                if cache is not None:
+                    cache[key] = P
+            out.append((m, s, P))
+    return out
 
 
 def phase_grid(ms: Sequence[int], ss: Sequence[int], *, n: int, d: int, seed: int,
@@ -255,8 +269,15 @@ def phase_grid(ms: Sequence[int], ss: Sequence[int], *, n: int, d: int, seed: in
     seed = check_seed(seed)
     steps = check_int("steps", steps, 1)
     refine = check_int("refine", refine, 0)
+    return _phase_grid(_cells(ms, ss, n, d, seed), seed=seed, steps=steps, refine=refine,
+                       update_patterns=update_patterns)
+
+
+def _phase_grid(cells: list[tuple[int, int, PlantedMLP]], *, seed: int, steps: int, refine: int,
+                update_patterns: bool) -> list[dict[str, Any]]:
+    """:func:`phase_grid` on the planted networks ``cells`` (:func:`_cells`)."""
     rows = []
-    for m, s, P in _cells(ms, ss, n, d, seed):
+    for m, s, P in cells:
         r = iht(P.X, P.y, s, width=m, steps=steps, refine=refine,
                 update_patterns=update_patterns, seed=seed)
         rows.append({"seed": seed, "m": m, "s": s, "method": IHT,
@@ -265,14 +286,14 @@ def phase_grid(ms: Sequence[int], ss: Sequence[int], *, n: int, d: int, seed: in
     return rows
 
 
-def _imp_grid(sz: _Sizes, seed: int, name: str, lr: float,
-              diagonal: bool = False) -> list[dict[str, Any]]:
+def _imp_grid(sz: _Sizes, seed: int, name: str, lr: float, diagonal: bool = False,
+              cache: dict[tuple[int, ...], PlantedMLP] | None = None) -> list[dict[str, Any]]:
     """One IMP variant on every cell of the grid at ``seed`` (on its diagonal ``s = m`` only if
     ``diagonal``): as many full-batch Adam epochs in every round as IHT runs outer steps (the
     authors' runner passes one ``num_epochs`` to both)."""
     pf = 0.1 if name == IMP else None
     rows = []
-    for m, s, P in _cells(sz.grid_ms, sz.grid_ss, sz.grid_n, sz.grid_d, seed, diagonal):
+    for m, s, P in _cells(sz.grid_ms, sz.grid_ss, sz.grid_n, sz.grid_d, seed, diagonal, cache):
         q = imp_sweep(P.X, P.y, m, [s], epochs=sz.steps, lr=lr, prune_fraction=pf, seed=seed)[0]
         rows.append({"seed": seed, "m": m, "s": s, "method": name, "lr": lr, "epochs": sz.steps,
                      "psnr": psnr(P.y, q.predict(P.X)), "stored": q.nonzeros,
@@ -299,9 +320,11 @@ def _grid(sz: _Sizes, seed: int) -> tuple[pd.DataFrame, list[Tuned]]:
 
     seeds = [seed + k for k in range(sz.grid_seeds)]
     rows: list[dict[str, Any]] = []
+    # each planted network is drawn once and serves IHT, both IMP variants and every tuning rate
+    cache: dict[tuple[int, ...], PlantedMLP] = {}
     for sd in progress(seeds, desc="phase grid, IHT", total=len(seeds)):
-        rows += phase_grid(sz.grid_ms, sz.grid_ss, n=sz.grid_n, d=sz.grid_d, seed=sd,
-                           steps=sz.steps)
+        rows += _phase_grid(_cells(sz.grid_ms, sz.grid_ss, sz.grid_n, sz.grid_d, sd, cache=cache),
+                            seed=sd, steps=sz.steps, refine=REFINE, update_patterns=True)
     tuned = []
     for name in (IMP, ONESHOT):
         # the objective: minus the median PSNR over the diagonal cells (s = m: every width, three
@@ -309,13 +332,13 @@ def _grid(sz: _Sizes, seed: int) -> tuple[pd.DataFrame, list[Tuned]]:
         # which the chapter's CPU budget does not allow at four rates
         def score(lr: float, name: str = name) -> float:
             vals = [r["psnr"] for ts in tuning_seeds(seed, sz.tune_seeds)
-                    for r in _imp_grid(sz, ts, name, lr, diagonal=True)]
+                    for r in _imp_grid(sz, ts, name, lr, diagonal=True, cache=cache)]
             return -statistics.median(vals)
 
         t = _tune_imp(name, score)
         tuned.append(t)
         for sd in progress(seeds, desc=f"phase grid, {name}", total=len(seeds)):
-            rows += _imp_grid(sz, sd, name, _chosen(t))
+            rows += _imp_grid(sz, sd, name, _chosen(t), cache=cache)
     return pd.DataFrame(rows), tuned
 
 
