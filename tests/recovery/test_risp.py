@@ -432,3 +432,19 @@ def test_unused_and_non_finite_arguments_are_refused(small: Problem) -> None:
         psnr(np.full((4, 4), np.nan), np.zeros((4, 4)))
     with pytest.raises(ValueError, match=r"^x must have the shape of truth"):
         psnr(np.zeros(16), np.zeros((4, 4)))
+
+
+@pytest.mark.parametrize("shape", [(16, 20), (24, 24), (15, 9)])
+def test_the_blur_gram_is_the_adjoint_of_the_forward_and_the_gradient_uses_it(shape):
+    """The blur's one-pass A^T A (transfer function |H|^2) equals A^T(A x) to rounding, and
+    Problem.grad, which uses it, equals lam A^T (A x - y) + grad g; value_and_grad gives the
+    same gradient to the bit."""
+    op = make_operator("blur", shape)
+    assert op.gram is not None and make_operator("inpaint", shape).gram is None
+    x = np.random.default_rng(1).standard_normal(shape)
+    assert np.allclose(op.gram(x), op.adjoint(op.forward(x)), rtol=0, atol=1e-13)
+    p = make_problem(24, seed=3)
+    z = np.random.default_rng(2).random(p.op.shape)
+    plain = p.lam * p.op.adjoint(p.op.forward(z) - p.y) + p.prior.grad(z)
+    assert np.allclose(p.grad(z), plain, rtol=1e-12, atol=1e-12)
+    assert np.array_equal(p.value_and_grad(z)[1], p.grad(z))
