@@ -443,6 +443,8 @@ def test_the_blur_gram_is_the_adjoint_of_the_forward_and_the_gradient_uses_it(sh
     assert op.gram is not None and make_operator("inpaint", shape).gram is None
     x = np.random.default_rng(1).standard_normal(shape)
     assert np.allclose(op.gram(x), op.adjoint(op.forward(x)), rtol=0, atol=1e-13)
+    ax, atax = op.forward_gram(x)  # one forward transform for both: the same arrays
+    assert np.array_equal(ax, op.forward(x)) and np.array_equal(atax, op.gram(x))
     p = make_problem(24, seed=3)
     z = np.random.default_rng(2).random(p.op.shape)
     plain = p.lam * p.op.adjoint(p.op.forward(z) - p.y) + p.prior.grad(z)

@@ -51,6 +51,8 @@ class Operator:
         gram: ``x -> A^T A x`` in one pass where that is cheaper than the adjoint of the forward
             (the blur: one product with ``|H|^2`` between two FFTs instead of four FFTs);
             ``None`` otherwise.
+        forward_gram: ``x -> (A x, A^T A x)``, the same arrays as ``forward`` and ``gram``, sharing
+            their first transform (the blur); ``None`` otherwise.
     """
 
     kind: str
@@ -59,6 +61,8 @@ class Operator:
     adjoint: Callable[[np.ndarray], np.ndarray] = field(repr=False)
     norm2: float
     gram: Callable[[np.ndarray], np.ndarray] | None = field(default=None, repr=False)
+    forward_gram: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = field(
+        default=None, repr=False)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         _check_image("x", x, self.shape)
@@ -112,6 +116,50 @@ def _blur_conv(tf: np.ndarray, w: int) -> Callable[[np.ndarray], np.ndarray]:
     return direct if same else public
 
 
+def _blur_pair(tf: np.ndarray, w: int) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """``x -> (conv(tf)(x), conv(tf^2)(x))`` with :func:`_blur_conv`'s operations, the forward
+    transform of ``x`` taken once for both (the same arrays: the transform is the same call on the
+    same input, and each product is the same element-wise multiply)."""
+    import scipy.fft as sfft
+
+    tf2 = tf * tf
+
+    def pair(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        spec = sfft.rfft2(x)
+        gram = spec * tf2
+        spec *= tf
+        a, b = (sfft.irfft(sfft.ifft(s, axis=-2, overwrite_x=True), n=w, axis=-1, overwrite_x=True)
+                for s in (spec, gram))
+        return a, b
+
+    try:
+        from scipy.fft._pocketfft import pypocketfft as pocket
+    except ImportError:  # pragma: no cover - scipy moved its private module
+        return pair
+
+    def direct(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if not (isinstance(x, np.ndarray) and x.dtype == np.float64 and x.ndim >= 2):
+            return pair(x)
+        last = x.ndim - 1
+        spec = pocket.r2c(x, (last - 1, last), True, 0, None, 1)
+        gram = spec * tf2
+        spec *= tf
+        out = []
+        for s in (spec, gram):
+            s = pocket.c2c(s, (last - 1,), False, 2, s, 1)
+            out.append(pocket.c2r(s, (last,), w, False, 2, None, 1))
+        return out[0], out[1]
+
+    probe = np.random.default_rng(0).standard_normal((tf.shape[0], w))
+    try:
+        a, b = direct(probe)
+        c, d = pair(probe)
+        same = np.array_equal(a, c) and np.array_equal(b, d)
+    except (TypeError, ValueError):  # pragma: no cover - its signature changed
+        same = False
+    return direct if same else pair
+
+
 def make_operator(kind: str, shape: tuple[int, int], *, blur: float = 1.6, keep: float = 0.2,
                   factor: int = 2, seed: int = 0) -> Operator:
     """The forward operator ``A`` of ``risp-eq-model``.
@@ -149,7 +197,8 @@ def make_operator(kind: str, shape: tuple[int, int], *, blur: float = 1.6, keep:
         tf = np.exp(-2.0 * math.pi**2 * s**2 * (fy**2 + fx**2))
         conv = _blur_conv(tf, w)
         # symmetric kernel: A^T = A, and A^T A is the blur with transfer function tf^2
-        return Operator(kind, (h, w), conv, conv, 1.0, gram=_blur_conv(tf * tf, w))
+        return Operator(kind, (h, w), conv, conv, 1.0, gram=_blur_conv(tf * tf, w),
+                        forward_gram=_blur_pair(tf, w))
     if kind == "inpaint":
         mask = np.random.default_rng(seed).random((h, w)) < p
 
@@ -310,20 +359,27 @@ class Problem:
         g += self.prior.grad(x)
         return g
 
-    def _fit_grad(self, x: np.ndarray, r: np.ndarray | None) -> np.ndarray:
-        """``lam A^T (A x - y)``; ``r = A x - y`` when it is known (and there is no ``gram``)."""
+    def _fit_grad(self, x: np.ndarray, r: np.ndarray | None,
+                  gram: np.ndarray | None = None) -> np.ndarray:
+        """``lam A^T (A x - y)``; ``r = A x - y`` when it is known (used when there is no
+        ``gram``), and ``gram = A^T A x`` when it is known."""
         if self.op.gram is not None:
             aty = self.__dict__.get("_aty")
             if aty is None:  # A^T y, once (a frozen dataclass: stored past __setattr__)
                 aty = self.__dict__["_aty"] = self.op.adjoint(self.y)
-            return self.lam * (self.op.gram(x) - aty)
+            return self.lam * ((self.op.gram(x) if gram is None else gram) - aty)
         return self.lam * self.op.adjoint(self.op.forward(x) - self.y if r is None else r)
 
     def value_and_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
         """``(F(x), grad F(x))``, the same numbers as :meth:`value` and :meth:`grad`, with the
         residual ``A x - y`` (and the prior's own work, when it has a ``value_and_grad``) computed
         once: a recorded iteration needs both."""
-        r = self.op.forward(x) - self.y
+        gram = None
+        if self.op.forward_gram is not None and self.op.gram is not None:
+            ax, gram = self.op.forward_gram(x)  # A x and A^T A x, one forward transform
+            r = ax - self.y
+        else:
+            r = self.op.forward(x) - self.y
         both = getattr(self.prior, "value_and_grad", None)
         if both is not None:
             g_value, g_grad = both(x)
@@ -331,7 +387,7 @@ class Problem:
             g_grad = self.prior.grad(x)
             g_value = self.prior.value(x)
         value = 0.5 * self.lam * float((r * r).sum()) + g_value
-        g = self._fit_grad(x, r)  # the gradient grad() gives, to the bit
+        g = self._fit_grad(x, r, gram)  # the gradient grad() gives, to the bit
         g += g_grad
         return value, g
 
