@@ -341,8 +341,14 @@ def _tune(seed: int, size: _Sizes) -> tuple[list[Tuned], pd.DataFrame, dict[Key,
                        scored: dict[tuple[float, ...], np.ndarray] = scored) -> list[float]:
             g = tuple(float(v) for v in grid)
             if g not in scored:  # the helper's one extension: new points, on the same seeds
-                scored[g] = np.stack([_score(key[0], _runs(ts, {key: g}, size)[key])
-                                      for ts in tseeds])
+                # only the new points run: a row's numbers do not depend on the other rows of
+                # its run (the same schedule and noise, element-wise updates)
+                new = tuple(v for v in g if v not in STEPS)
+                fresh = np.stack([_score(key[0], _runs(ts, {key: new}, size)[key])
+                                  for ts in tseeds]) if new else np.zeros((len(tseeds), 0))
+                cols = {**{v: scored[STEPS][:, k] for k, v in enumerate(STEPS)},
+                        **{v: fresh[:, k] for k, v in enumerate(new)}}
+                scored[g] = np.stack([cols[v] for v in g], axis=1)
             return [float(v) for v in _median_inf(scored[g])]
 
         chosen.append(tune(f"{key[1]}, {key[0]}", score_many, DEFAULT_STEP, parameter="step",
