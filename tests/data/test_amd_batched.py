@@ -229,3 +229,18 @@ def test_the_cheap_finiteness_test_is_check_arrays(bad):
             _tensor("x", x)
     else:
         assert _tensor("x", x) is x
+
+
+def test_runs_with_their_own_ranges_batch_with_the_others(data, experts):
+    kw = {k: v for k, v in KW.items() if k != "sync_range"}
+    both = distill_many(data, experts, [("amd", "random", 1), ("mtt", "random", 2),
+                                        ("amd", "kmeans", 3, (1, 3))],
+                        sync_range=2, ranges=(3, 1), **kw)
+    first = distill_many(data, experts, [("amd", "random", 1), ("mtt", "random", 2)],
+                         sync_range=2, ranges=(3, 1), **kw)
+    alone = distill_many(data, experts, [("amd", "kmeans", 3)], ranges=(1, 3), **kw)
+    for a, b in zip(both, first + alone, strict=True):
+        _same(a, b)
+    assert both[2].ranges == (1, 3)
+    with pytest.raises(ValueError, match="only an 'amd' run"):
+        distill_many(data, experts, [("mtt", "random", 0, (1, 1))], **kw)

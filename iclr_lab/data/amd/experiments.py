@@ -181,12 +181,11 @@ def _premise(data: PairedDigits, size: _Sizes, seed: int) -> tuple[pd.DataFrame,
     common = {"n_pairs": size.n_pairs, "iterations": size.premise_iterations,
               "syn_steps": size.syn_steps,
               "expert_epochs": EXPERT_EPOCHS}
-    main = distill_many(data, fast, [("amd", "random", s) for s in seeds]
-                        + [("mtt", "random", s) for s in seeds], sync_range=r_v,
-                        ranges=(r_v, r_l), **common)  # type: ignore[arg-type]
-    swap = distill_many(data, fast, [("amd", "random", s) for s in seeds], ranges=(r_l, r_v),
-                        **common)  # type: ignore[arg-type]
-    results = main + swap
+    # the three sets' distillations run as one batch, the swapped ones with their own ranges
+    results = distill_many(data, fast, [("amd", "random", s) for s in seeds]
+                           + [("mtt", "random", s) for s in seeds]
+                           + [("amd", "random", s, (r_l, r_v)) for s in seeds], sync_range=r_v,
+                           ranges=(r_v, r_l), **common)  # type: ignore[arg-type]
     names = [n for n in PREMISE_SETS for _ in seeds]
     scores = evaluate_sets(data, [(res.images, res.texts) for res in results],
                            n_inits=size.eval_inits, steps=size.eval_steps, seed=seed)

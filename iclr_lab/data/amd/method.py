@@ -838,7 +838,8 @@ def distill(data: PairedDigits, experts: Trajectories, *, method: str = "mtt", n
                         lr_student=lr_student)[0]
 
 
-def distill_many(data: PairedDigits, experts: Trajectories, runs: Sequence[tuple[str, str, int]], *,
+def distill_many(data: PairedDigits, experts: Trajectories,
+                 runs: Sequence[tuple[str, str, int] | tuple[str, str, int, tuple[int, int]]], *,
                  n_pairs: int = 20, iterations: int = 300, syn_steps: int = 10,
                  expert_epochs: int = 2, sync_range: int | None = None,
                  ranges: tuple[int, int] | None = None, lr_data: float = 1e-2,
@@ -854,7 +855,9 @@ def distill_many(data: PairedDigits, experts: Trajectories, runs: Sequence[tuple
     :func:`distill` gives for it alone, to the bit where the batched matrix products round as the
     single ones (``tests/data/test_amd_batched.py``). ``initial_rows`` optionally gives each run
     its starting pairs (``None`` entries: picked by its ``init``), e.g. SPM prototypes computed
-    once for several runs.
+    once for several runs. An ``"amd"`` run may carry its own ranges as a fourth entry,
+    ``(method, init, seed, (R_V, R_L))``, in place of ``ranges``, so that runs over different
+    ranges share one batch.
     """
     if not runs:
         raise ValueError("runs must hold at least one (method, init, seed)")
@@ -870,18 +873,26 @@ def distill_many(data: PairedDigits, experts: Trajectories, runs: Sequence[tuple
         raise ValueError(f"initial_rows must have one entry per run ({len(runs)}), "
                          f"got {len(initial_rows)}")
     methods, seeds, span, rows_of = [], [], [], []
-    for k, (method, init, seed) in enumerate(runs):
+    for k, run in enumerate(runs):
+        if len(run) not in (3, 4):
+            raise ValueError(f"runs[{k}] must be (method, init, seed) or (method, init, seed, "
+                             f"ranges), got {run!r}")
+        method, init, seed = run[0], run[1], run[2]
+        own = run[3] if len(run) == 4 else None
         methods.append(check_choice("method", method, ("mtt", "amd")))
         check_choice("init", init, ("random", "kmeans"))
         seeds.append(check_seed(seed))
+        run_ranges = ranges if own is None else own
         if method == "mtt":
+            if own is not None:
+                raise ValueError(f"runs[{k}]: only an 'amd' run takes its own ranges, got {run!r}")
             span.append((sync_range, sync_range))
-        elif ranges is None:
+        elif run_ranges is None:
             rr = async_ranges(experts, m)
             span.append((int(rr["R_V"]), int(rr["R_L"])))  # type: ignore[call-overload]
         else:
-            span.append((check_int("ranges[0]", ranges[0], 0, experts.epochs - m),
-                         check_int("ranges[1]", ranges[1], 0, experts.epochs - m)))
+            span.append((check_int("ranges[0]", run_ranges[0], 0, experts.epochs - m),
+                         check_int("ranges[1]", run_ranges[1], 0, experts.epochs - m)))
         given = None if initial_rows is None else initial_rows[k]
         if given is not None:
             rows_of.append(np.asarray(given))
