@@ -230,6 +230,10 @@ class Simulator:
         self.x = np.tile(self.x0, (steps_.size, 1))
         self._scaled = np.empty_like(self.x)  # update()'s scratch: step times direction
         self._level_noise = np.empty_like(self.x)  # arrival()'s scratch: levels times the noise
+        # noise levels applied at each arrival rather than to whole blocks: for more than two rows
+        # (a prescaled block of two rows is 51 kB per worker, and stays in the cache)
+        self._scale_late = self._levels is not None and steps_.size > 2
+        self._late_levels: np.ndarray = self._levels if self._levels is not None else np.ones((1, 1))
         self.k = 0
         self.now = 0.0
         self._heap: list[tuple[float, int, int, int]] = []
@@ -340,10 +344,10 @@ class Simulator:
                 buf = self._noise_buf[i] = self._noise_block(i)
                 pos = 0
             self._noise_pos[i] = pos + 1
-            if self._levels is None:
+            if not self._scale_late:
                 g += buf[pos]  # in place: g is this arrival's own array
             else:  # each row's level times the vector, element by element
-                g += np.multiply(self._levels, buf[pos], out=self._level_noise)
+                g += np.multiply(self._late_levels, buf[pos], out=self._level_noise)
         self.computed += 1
         self.uploads += 1
         if self.jobs is not None:
@@ -433,7 +437,7 @@ class Simulator:
         out._scaled, out._level_noise = self._scaled[sl], self._level_noise[sl]
         out.stopped, out._step_col = self.stopped[sl], self._step_col[sl]
         if self._levels is not None:
-            out._levels = self._levels[sl]
+            out._levels = out._late_levels = self._levels[sl]
         return out
 
     @property
@@ -474,10 +478,16 @@ class Simulator:
         draws of ``standard_normal(dim)`` in a row, so every gradient gets the vector (and the
         product) that a draw of its own would give it."""
         z = self._noise_rng[i].standard_normal((_NOISE_BLOCK, self.dim))
-        # one level per row: arrival() scales each vector by the rows' levels when it is used (a
-        # block scaled in advance is rows times larger, ~1 MB per worker with 40 rows, and falls
-        # out of the cache before it is read: slower, for the same products)
-        return z if self._levels is not None else self.noise * z
+        if self._levels is None:
+            return self.noise * z
+        if not self._scale_late:
+            # one level per row: entry b is (rows, dim), each row z_b times its level (the same
+            # products as scaling each vector when it is used, without a product per arrival)
+            return self._levels[None, :, :] * z[:, None, :]
+        # many rows: arrival() scales each vector by the rows' levels when it is used (a block
+        # scaled in advance is rows times larger, ~1 MB per worker with 40 rows, and falls out of
+        # the cache before it is read: slower, for the same products)
+        return z
 
     def _grad_sq(self, x: np.ndarray) -> np.ndarray:
         g = self.problem.grad(x)
