@@ -143,3 +143,23 @@ def test_one_thread_pins_blas_and_torch_and_restores_them():
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["1", "3"]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), None])
+def test_check_arrays_cheap_finiteness_test_decides_as_isfinite_does(bad):
+    """check_array tries a tensor's finiteness with sum(x * 0) first (cheaper than isfinite); it
+    must accept and refuse exactly what an isfinite pass does, with the same message."""
+    import torch
+
+    from iclr_lab.core.validation import _all_finite
+
+    x = torch.tensor([[1.0, -2.0, 3e38], [3e38, 0.0, -0.0]], requires_grad=True)
+    y = x.detach().clone()
+    if bad is not None:
+        y[1, 1] = bad
+    assert _all_finite(y) == bool(torch.isfinite(y).all())
+    if bad is None:
+        assert check_array("x", y) is y and check_array("x", x) is x
+    else:
+        with pytest.raises(ValueError, match="x must be finite, got 1 NaN or infinite entries of 6"):
+            check_array("x", y)

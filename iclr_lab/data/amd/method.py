@@ -19,7 +19,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
+from iclr_lab.core.validation import (
+    _all_finite,
+    check_array,
+    check_choice,
+    check_int,
+    check_range,
+    check_seed,
+)
 
 __all__ = [
     "EMBED_DIM",
@@ -227,20 +234,7 @@ def _tensor(name: str, value: object, **kw: object) -> torch.Tensor:
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
     if not value.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
-    if kw.get("finite", True):
-        # check_array's finiteness test is an isfinite pass, ten times the cost of _all_finite's;
-        # only a tensor that fails the cheap test takes it (and raises check_array's message)
-        arr = check_array(name, value, **{**kw, "finite": False})  # type: ignore[arg-type]
-        if _all_finite(value):
-            return arr
     return check_array(name, value, **kw)  # type: ignore[arg-type]
-
-
-def _all_finite(x: torch.Tensor) -> bool:
-    """Whether every entry of the floating-point tensor ``x`` is finite: ``x * 0`` is zero where
-    ``x`` is finite and NaN where it is infinite or NaN, so its sum is NaN exactly when some entry
-    is not finite (a sum of zeros cannot overflow)."""
-    return not bool(torch.isnan((x.detach() * 0).sum()))
 
 
 def _check_params(theta_v: torch.Tensor, theta_l: torch.Tensor) -> int:

@@ -75,89 +75,49 @@ def _check_image(name: str, x: np.ndarray, shape: tuple[int, int]) -> None:
         raise ValueError(f"{name} must be an image of shape {shape} (the operator's), got {got}")
 
 
-def _blur_conv(tf: np.ndarray, w: int) -> Callable[[np.ndarray], np.ndarray]:
-    """``x -> np.fft.irfft2(tf * np.fft.rfft2(x), s=(h, w))`` to the last bit, cheaper: the solvers
-    apply ``A`` twice per gradient, tens of thousands of times a chapter.
+def _blur_conv(tfs: tuple[np.ndarray, ...], w: int) -> Callable[[np.ndarray], list[np.ndarray]]:
+    """``x -> [np.fft.irfft2(tf * np.fft.rfft2(x), s=(h, w)) for tf in tfs]`` to the last bit,
+    cheaper, with the forward transform of ``x`` taken once for all (the solvers apply ``A``,
+    ``A^T A`` or both tens of thousands of times a chapter).
 
     The same pocketfft transforms run axis by axis (``r2c`` over both axes, then ``c2c`` back along
     the first and ``c2r`` along the last, each inverse scaled by ``1/n`` as numpy does; scipy's
     one-call ``irfft2`` would scale by ``1/(h w)`` once, the same bits only when ``h`` and ``w`` are
-    powers of two), with the product taken in place. For float64 images the transforms are called
-    straight from scipy's pocketfft module, without scipy.fft's Python dispatch around them (a
-    fifth of the operator's time at 128 x 128); that module is private, so it is used only if it
+    powers of two), with the first product taken in place. For float64 images the transforms are
+    called straight from scipy's pocketfft module, without scipy.fft's Python dispatch around them
+    (a fifth of the operator's time at 128 x 128); that module is private, so it is used only if it
     reproduces the public route exactly on a probe image, and the public route runs otherwise."""
     import scipy.fft as sfft
 
-    def public(x: np.ndarray) -> np.ndarray:
-        spec = sfft.rfft2(x)
-        spec *= tf
-        return sfft.irfft(sfft.ifft(spec, axis=-2, overwrite_x=True), n=w, axis=-1, overwrite_x=True)
+    def spectra(spec: np.ndarray) -> list[np.ndarray]:
+        rest = [spec * tf for tf in tfs[1:]]  # before the first product overwrites spec
+        spec *= tfs[0]
+        return [spec, *rest]
+
+    def public(x: np.ndarray) -> list[np.ndarray]:
+        return [sfft.irfft(sfft.ifft(s, axis=-2, overwrite_x=True), n=w, axis=-1, overwrite_x=True)
+                for s in spectra(sfft.rfft2(x))]
 
     try:
         from scipy.fft._pocketfft import pypocketfft as pocket
     except ImportError:  # pragma: no cover - scipy moved its private module
         return public
 
-    def direct(x: np.ndarray) -> np.ndarray:
+    def direct(x: np.ndarray) -> list[np.ndarray]:
         if not (isinstance(x, np.ndarray) and x.dtype == np.float64 and x.ndim >= 2):
             return public(x)
         last = x.ndim - 1
         # (input, axes, forward, inorm (0: none, 2: 1/n), out, threads)
         spec = pocket.r2c(x, (last - 1, last), True, 0, None, 1)
-        spec *= tf
-        spec = pocket.c2c(spec, (last - 1,), False, 2, spec, 1)
-        return pocket.c2r(spec, (last,), w, False, 2, None, 1)
+        return [pocket.c2r(pocket.c2c(s, (last - 1,), False, 2, s, 1), (last,), w, False, 2, None, 1)
+                for s in spectra(spec)]
 
-    probe = np.random.default_rng(0).standard_normal((tf.shape[0], w))
+    probe = np.random.default_rng(0).standard_normal((tfs[0].shape[0], w))
     try:
-        same = np.array_equal(direct(probe), public(probe))
+        same = all(np.array_equal(a, b) for a, b in zip(direct(probe), public(probe), strict=True))
     except (TypeError, ValueError):  # pragma: no cover - its signature changed
         same = False
     return direct if same else public
-
-
-def _blur_pair(tf: np.ndarray, w: int) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
-    """``x -> (conv(tf)(x), conv(tf^2)(x))`` with :func:`_blur_conv`'s operations, the forward
-    transform of ``x`` taken once for both (the same arrays: the transform is the same call on the
-    same input, and each product is the same element-wise multiply)."""
-    import scipy.fft as sfft
-
-    tf2 = tf * tf
-
-    def pair(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        spec = sfft.rfft2(x)
-        gram = spec * tf2
-        spec *= tf
-        a, b = (sfft.irfft(sfft.ifft(s, axis=-2, overwrite_x=True), n=w, axis=-1, overwrite_x=True)
-                for s in (spec, gram))
-        return a, b
-
-    try:
-        from scipy.fft._pocketfft import pypocketfft as pocket
-    except ImportError:  # pragma: no cover - scipy moved its private module
-        return pair
-
-    def direct(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if not (isinstance(x, np.ndarray) and x.dtype == np.float64 and x.ndim >= 2):
-            return pair(x)
-        last = x.ndim - 1
-        spec = pocket.r2c(x, (last - 1, last), True, 0, None, 1)
-        gram = spec * tf2
-        spec *= tf
-        out = []
-        for s in (spec, gram):
-            s = pocket.c2c(s, (last - 1,), False, 2, s, 1)
-            out.append(pocket.c2r(s, (last,), w, False, 2, None, 1))
-        return out[0], out[1]
-
-    probe = np.random.default_rng(0).standard_normal((tf.shape[0], w))
-    try:
-        a, b = direct(probe)
-        c, d = pair(probe)
-        same = np.array_equal(a, c) and np.array_equal(b, d)
-    except (TypeError, ValueError):  # pragma: no cover - its signature changed
-        same = False
-    return direct if same else pair
 
 
 def make_operator(kind: str, shape: tuple[int, int], *, blur: float = 1.6, keep: float = 0.2,
@@ -195,10 +155,21 @@ def make_operator(kind: str, shape: tuple[int, int], *, blur: float = 1.6, keep:
         fy, fx = np.fft.fftfreq(h)[:, None], np.fft.rfftfreq(w)[None, :]
         # transfer function of a periodic Gaussian kernel: real, in (0, 1], so ||A|| = 1
         tf = np.exp(-2.0 * math.pi**2 * s**2 * (fy**2 + fx**2))
-        conv = _blur_conv(tf, w)
+        tf2 = tf * tf
+        one, gram, both = _blur_conv((tf,), w), _blur_conv((tf2,), w), _blur_conv((tf, tf2), w)
+
+        def conv(x: np.ndarray) -> np.ndarray:
+            return one(x)[0]
+
+        def gram_of(x: np.ndarray) -> np.ndarray:
+            return gram(x)[0]
+
+        def forward_gram(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            ax, atax = both(x)
+            return ax, atax
+
         # symmetric kernel: A^T = A, and A^T A is the blur with transfer function tf^2
-        return Operator(kind, (h, w), conv, conv, 1.0, gram=_blur_conv(tf * tf, w),
-                        forward_gram=_blur_pair(tf, w))
+        return Operator(kind, (h, w), conv, conv, 1.0, gram=gram_of, forward_gram=forward_gram)
     if kind == "inpaint":
         mask = np.random.default_rng(seed).random((h, w)) < p
 
