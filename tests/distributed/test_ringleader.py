@@ -224,6 +224,28 @@ def test_noise_levels_in_one_pass_equal_one_run_per_level(method):
         run_method(method, _problem(n), times, 10.0, steps, noise=[1.0, 2.0])
 
 
+@pytest.mark.parametrize("method", ["Ringleader", "Malenia", "IA²SGD", "minibatch SGD"])
+@pytest.mark.parametrize("steps", [[0.05], [0.01, 0.3, 3.0]])
+def test_seeds_in_one_pass_equal_one_run_per_seed(method, steps):
+    # what reproduce() does for the fixed-time experiments: under fixed times every seed has the
+    # same schedule, so one pass serves all seeds, each block exactly its own run (3.0 diverges)
+    n, times, seeds = 5, FixedTimes((1.0, 1.0, 2.0, 3.0, 9.0)), [4, 0, 11]
+    problems = [_problem(n, noise=10.0, seed=s) for s in seeds]
+    runs = rl.run_seeds(method, problems, times, 200.0, steps, seeds, checkpoints=25)
+    for problem, seed, run in zip(problems, seeds, runs, strict=True):
+        alone = run_method(method, problem, times, 200.0, steps, seed=seed, checkpoints=25)
+        _same_run(run, alone)
+        assert run.problem is problem
+    if len(steps) > 1:
+        assert np.isnan(runs[0].grad_sq[2, -1]) and not np.isnan(runs[0].grad_sq[0, -1])
+    with pytest.raises(ValueError, match="FixedTimes"):
+        rl.run_seeds(method, problems, make_time_model("authors", n, seed=2), 10.0, steps, seeds)
+    with pytest.raises(ValueError, match="seeds"):
+        rl.run_seeds(method, problems, times, 10.0, steps, seeds[:2])
+    with pytest.raises(ValueError, match="differs"):
+        rl.run_seeds(method, [problems[0], _problem(n, noise=1.0)], times, 10.0, steps, [0, 1])
+
+
 def test_noise_vectors_are_each_workers_stream_one_draw_per_gradient():
     # the simulator draws noise in blocks; every gradient must get the vector that one
     # standard_normal(dim) call per gradient on its worker's generator gives

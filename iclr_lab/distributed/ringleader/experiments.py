@@ -36,7 +36,7 @@ from iclr_lab.core.scales import pick, seed_everything
 from iclr_lab.core.tuning import Tuned, tune, tuning_seeds
 from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
 from iclr_lab.core.worker_data import QuadraticToy
-from iclr_lab.distributed.ringleader.simulator import METHODS, Quadratic, Simulator, run_method
+from iclr_lab.distributed.ringleader.simulator import METHODS, Quadratic, Simulator, run_method, run_seeds
 from iclr_lab.distributed.ringleader.timing import (
     AuthorsTimes,
     FixedTimes,
@@ -248,8 +248,10 @@ def _keys() -> list[Key]:
             *(("heavy", m) for m in STRAGGLER_METHODS)]
 
 
-def _runs(seed: int, steps: dict[Key, Sequence[float]], size: _Sizes) -> dict[Key, Simulator]:
-    """One run per key of ``steps`` at seed ``seed``, with one row per step size listed for it.
+def _runs(seeds: Sequence[int], steps: dict[Key, Sequence[float]], size: _Sizes,
+          desc: str | None = None) -> list[dict[Key, Simulator]]:
+    """One run per key of ``steps`` at each seed of ``seeds``, with one row per step size listed
+    for it (``desc``: a progress bar over the seeds of the authors' time model).
 
     The objectives read from the authors' time model (``main``, ``main_half``, ``bias``) share one
     pass of the event loop per method: the arrival schedule depends on the time model and the
@@ -257,11 +259,33 @@ def _runs(seed: int, steps: dict[Key, Sequence[float]], size: _Sizes) -> dict[Ke
     numbers of a run of its own (``Simulator(noise=...)``); the run is split with
     :meth:`~iclr_lab.distributed.ringleader.simulator.Simulator.rows`. ``main_half`` is the main
     run read at half its horizon, so it reuses the main rows when its step sizes are the same.
+    The fixed-time objectives (``stragglers``, ``heavy``) run every seed in one pass per method
+    (:func:`~iclr_lab.distributed.ringleader.simulator.run_seeds`): fixed times give every seed
+    the same schedule, and each seed's rows get exactly the numbers of a run of its own.
     """
     n, d = size.n, size.dim
-    problem = make_problem(n, d, SIGMA_MAIN, seed)
-    out: dict[Key, Simulator] = {}
-    authors = authors_times(n, seed)
+    problems = [make_problem(n, d, SIGMA_MAIN, seed) for seed in seeds]
+    outs: list[dict[Key, Simulator]] = [{} for _ in seeds]
+    it = zip(seeds, problems, outs, strict=True)
+    for seed, problem, out in (progress(list(it), desc=desc) if desc else it):
+        _authors_runs(seed, problem, steps, size, out)
+    for e, times, horizon, checkpoints in (
+            ("stragglers", fixed_times(n, P_STRAGGLERS), size.horizon_stragglers,
+             size.checkpoints_stragglers),
+            ("heavy", heavy_times(n), size.horizon_heavy, size.checkpoints_heavy)):
+        for m in STRAGGLER_METHODS:
+            if (e, m) in steps:
+                sims = run_seeds(m, problems, times, horizon, [float(s) for s in steps[(e, m)]],
+                                 list(seeds), checkpoints=checkpoints)
+                for out, sim in zip(outs, sims, strict=True):
+                    out[(e, m)] = sim
+    return outs
+
+
+def _authors_runs(seed: int, problem: Quadratic, steps: dict[Key, Sequence[float]], size: _Sizes,
+                  out: dict[Key, Simulator]) -> None:
+    """The runs of :func:`_runs` on the authors' time model at one seed, into ``out``."""
+    authors = authors_times(size.n, seed)
     for m in dict.fromkeys(m for e, m in steps if e in LEVELS):
         parts = [(e, [float(s) for s in steps[(e, m)]]) for e in LEVELS if (e, m) in steps]
         same_half = [st for e, st in parts if e == "main"] == [st for e, st in parts
@@ -278,15 +302,6 @@ def _runs(seed: int, steps: dict[Key, Sequence[float]], size: _Sizes) -> dict[Ke
             start += len(st)
         if same_half:
             out[("main_half", m)] = out[("main", m)]
-    for e, times, horizon, checkpoints in (
-            ("stragglers", fixed_times(n, P_STRAGGLERS), size.horizon_stragglers,
-             size.checkpoints_stragglers),
-            ("heavy", heavy_times(n), size.horizon_heavy, size.checkpoints_heavy)):
-        for m in STRAGGLER_METHODS:
-            if (e, m) in steps:
-                out[(e, m)] = run_method(m, problem, times, horizon, [float(s) for s in steps[(e, m)]],
-                                         seed=seed, checkpoints=checkpoints)
-    return out
 
 
 def _relative(sim: Simulator) -> np.ndarray:
@@ -331,7 +346,7 @@ def _tune(seed: int, size: _Sizes) -> tuple[list[Tuned], pd.DataFrame, dict[Key,
     runs of the whole grid (for the step-size slider)."""
     tseeds = tuning_seeds(seed, size.tuning_seeds)
     keys = _keys()
-    first = [_runs(ts, dict.fromkeys(keys, STEPS), size) for ts in tseeds]
+    first = _runs(tseeds, dict.fromkeys(keys, STEPS), size)
     cache = {key: np.stack([_score(key[0], r[key]) for r in first]) for key in keys}
     chosen, rows = [], []
     for key in keys:
@@ -344,8 +359,8 @@ def _tune(seed: int, size: _Sizes) -> tuple[list[Tuned], pd.DataFrame, dict[Key,
                 # only the new points run: a row's numbers do not depend on the other rows of
                 # its run (the same schedule and noise, element-wise updates)
                 new = tuple(v for v in g if v not in STEPS)
-                fresh = np.stack([_score(key[0], _runs(ts, {key: new}, size)[key])
-                                  for ts in tseeds]) if new else np.zeros((len(tseeds), 0))
+                fresh = np.stack([_score(key[0], r[key]) for r in _runs(tseeds, {key: new}, size)]
+                                 ) if new else np.zeros((len(tseeds), 0))
                 cols = {**{v: scored[STEPS][:, k] for k, v in enumerate(STEPS)},
                         **{v: fresh[:, k] for k, v in enumerate(new)}}
                 scored[g] = np.stack([cols[v] for v in g], axis=1)
@@ -381,8 +396,8 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
         tuned, grid, sweep_runs = _tune(seed, size)
         chosen = {key: t.choice if math.isfinite(t.choice) else STEPS[0]
                   for key, t in zip(keys, tuned, strict=True)}
-        for s in progress(seeds, desc="ringleader seeds"):
-            runs = _runs(s, {key: (chosen[key],) for key in keys}, size)
+        judged = _runs(seeds, {key: (chosen[key],) for key in keys}, size, desc="ringleader seeds")
+        for s, runs in zip(seeds, judged, strict=True):
             for key in keys:
                 store.setdefault(key, []).append(runs[key])
             problem = make_problem(n, d, SIGMA_MAIN, s)

@@ -22,7 +22,9 @@ iterates, so one pass of the event loop runs a whole grid of step sizes. Each co
 draws one noise vector, shared by every row of the batch (common random numbers). Rows may also
 differ in their noise level (``Simulator(..., noise=[...])``): the noise vector is then scaled per
 row, so one pass serves two experiments that differ only in ``sigma`` (:meth:`Simulator.rows`
-splits the result).
+splits the result). Under fixed times the schedule does not depend on the seed either:
+:func:`run_seeds` runs several seeds in one pass (:class:`SeedRows`), each seed's rows with their
+own problem and noise streams.
 
 The event loop is the cost of a run (hundreds of thousands of arrivals on arrays of a few hundred
 floats), so its bookkeeping avoids per-event NumPy calls where the same numbers come out without
@@ -43,14 +45,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
-from iclr_lab.distributed.ringleader.timing import AuthorsTimes, TimeModel
+from iclr_lab.distributed.ringleader.timing import AuthorsTimes, FixedTimes, TimeModel
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["METHODS", "GradientTable", "Horizon", "Problem", "Quadratic", "Simulator", "ia2sgd", "malenia",
-           "minibatch_sgd", "naive_asgd", "rennala", "ringleader", "run_method", "simulate",
-           "theory_step"]
+__all__ = ["METHODS", "GradientTable", "Horizon", "Problem", "Quadratic", "SeedRows", "Simulator", "ia2sgd",
+           "malenia", "minibatch_sgd", "naive_asgd", "rennala", "ringleader", "run_method", "run_seeds",
+           "simulate", "theory_step"]
 
 
 class Problem(Protocol):
@@ -144,6 +146,72 @@ class Quadratic:
                          check_range("noise", noise, 0.0))
 
 
+class SeedRows:
+    r"""The quadratics of several seeds as the rows of one run (:func:`run_seeds`).
+
+    Under a time model that draws nothing (:class:`~iclr_lab.distributed.ringleader.timing.FixedTimes`)
+    the arrival schedule depends neither on the seed nor on the iterates, so runs at several seeds
+    share it, and one pass of the event loop can serve them all. Block ``s`` of the model batch (its
+    ``rows`` consecutive rows) starts at ``problems[s].x0``, has ``problems[s]``'s centres and optimum,
+    and draws its gradient noise from the streams of ``seeds[s]``: each block gives exactly the
+    numbers of a run of its own at that seed (every operation on a row is element-wise, or a sum
+    along that row alone).
+
+    Args:
+        problems: one :class:`Quadratic` per seed, all with the same eigenvalues, workers, dimension
+            and noise (only the centres, optimum and start may differ).
+        seeds: the seed of each problem's run (integers in [0, 2**32 - 1]).
+        rows: rows (step sizes) per seed, an integer >= 1.
+
+    Raises:
+        TypeError, ValueError: a problem that is not a :class:`Quadratic`, problems that differ in
+            more than their centres, optimum and start, or ``seeds`` of another length.
+    """
+
+    def __init__(self, problems: Sequence[Quadratic], seeds: Sequence[int], rows: int = 1) -> None:
+        problems = tuple(problems)
+        if not problems:
+            raise ValueError("problems must hold at least one Quadratic")
+        for k, q in enumerate(problems):
+            if type(q) is not Quadratic:
+                raise TypeError(f"problems[{k}] must be a Quadratic, got {type(q).__name__}")
+        first = problems[0]
+        for k, q in enumerate(problems[1:], 1):
+            if (q.centers.shape != first.centers.shape or q.noise != first.noise
+                    or not np.array_equal(q.eigenvalues, first.eigenvalues)):
+                raise ValueError(f"problems[{k}] differs from problems[0] in its eigenvalues, shape or "
+                                 "noise: only the centres, optimum and start may differ")
+        if len(seeds) != len(problems):
+            raise ValueError(f"seeds must hold one seed per problem ({len(problems)}), got {len(seeds)}")
+        self.problems = problems
+        self.seeds = tuple(check_seed(s) for s in seeds)
+        self.rows = check_int("rows", rows, 1)
+        self.eigenvalues = first.eigenvalues
+        self.noise = first.noise
+
+        def stacked(arrays: Sequence[np.ndarray]) -> np.ndarray:
+            return np.repeat(np.stack(arrays), self.rows, axis=0)
+
+        self.x0 = stacked([q.x0 for q in problems])
+        self.x_star = stacked([q.x_star for q in problems])
+        # worker i's centres, one row per row of the batch (what Quadratic._rows is for one seed)
+        self._rows = [stacked([q.centers[i] for q in problems]) for i in range(first.n_workers)]
+
+    @property
+    def dim(self) -> int:
+        return int(self.eigenvalues.size)
+
+    @property
+    def n_workers(self) -> int:
+        return len(self._rows)
+
+    def grad(self, x: Any, rank: int | None = None) -> Any:
+        """Worker ``rank``'s gradient, or the global one, at ``x`` of shape ``(rows, dim)``: each row
+        at its own seed's problem."""
+        c = self.x_star if rank is None else self._rows[rank]
+        return self.eigenvalues * (x - c)
+
+
 #: noise vectors drawn at a time from a worker's generator (the same stream as one draw per gradient)
 _NOISE_BLOCK = 64
 
@@ -176,6 +244,11 @@ class Simulator:
         noise: the gradient noise's standard deviation per coordinate, one value per row of the
             batch (``None``: ``problem.noise`` for every row). Every row still shares one noise
             vector per gradient, scaled by its own value.
+
+    ``problem`` may be a :class:`SeedRows` (runs at several seeds in one pass, :func:`run_seeds`):
+    ``steps`` then has ``rows`` values per seed, block after block, ``times`` must be a
+    :class:`~iclr_lab.distributed.ringleader.timing.FixedTimes`, ``noise`` must be ``None``, and
+    ``seed`` is not used (each block's noise comes from its own seed's streams).
     """
 
     def __init__(self, problem: Problem, times: TimeModel, steps: float | Sequence[float] | np.ndarray,
@@ -224,10 +297,28 @@ class Simulator:
         self._noisy = bool(self.noise) if self._levels is None else bool(self._levels.any())
         self.dim = check_int("problem.dim", problem.dim, 1)
         # a Quadratic's gradient is evaluated inline by arrival() (the same operations as grad())
-        self._eig = problem.eigenvalues if type(problem) is Quadratic else None
-        self._centres: list[np.ndarray] = problem._rows if type(problem) is Quadratic else []
+        self._eig: np.ndarray | None = None
+        self._centres: list[np.ndarray] = []
+        if type(problem) is Quadratic or type(problem) is SeedRows:
+            self._eig, self._centres = problem.eigenvalues, problem._rows
         self.x0 = np.asarray(problem.x0, dtype=float)
-        self.x = np.tile(self.x0, (steps_.size, 1))
+        # several seeds in one pass: (seeds, rows, dim), the shape a gradient's noise is added in
+        self._blocks: tuple[int, int, int] | None = None
+        seeds = [seed]
+        if type(problem) is SeedRows:
+            if type(times) is not FixedTimes:
+                raise ValueError("a SeedRows problem needs FixedTimes: the seeds must share one "
+                                 f"schedule, and {type(times).__name__} draws its times per seed")
+            if noise is not None:
+                raise ValueError("a SeedRows problem takes no per-row noise levels (noise=None)")
+            if steps_.size != self.x0.shape[0]:
+                raise ValueError(f"steps must hold {problem.rows} values per seed "
+                                 f"({self.x0.shape[0]} in all), got {steps_.size}")
+            seeds = list(problem.seeds)
+            self._blocks = (len(seeds), problem.rows, self.dim)
+            self.x = self.x0.copy()
+        else:
+            self.x = np.tile(self.x0, (steps_.size, 1))
         self._scaled = np.empty_like(self.x)  # update()'s scratch: step times direction
         self._level_noise = np.empty_like(self.x)  # arrival()'s scratch: levels times the noise
         # noise levels applied at each arrival rather than to whole blocks: for more than two rows
@@ -246,7 +337,8 @@ class Simulator:
         self._held_point: list[np.ndarray | None] = [None] * self.n
         self._free_since = [0.0] * self.n
         self._time_rng = [np.random.default_rng([seed, 1, i]) for i in range(self.n)]
-        self._noise_rng = [np.random.default_rng([seed, 2, i]) for i in range(self.n)]
+        # one noise stream per worker and seed
+        self._noise_rngs = [[np.random.default_rng([s, 2, i]) for s in seeds] for i in range(self.n)]
         self._noise_buf: list[np.ndarray] = [np.zeros((0, self.dim))] * self.n
         self._noise_pos = [_NOISE_BLOCK] * self.n  # empty buffers: the first arrival draws a block
         # counters
@@ -269,7 +361,9 @@ class Simulator:
         self.sent_bytes = np.zeros(checkpoints + 1)
         self._c = 0
         self._next_checkpoint = 0.0  # checkpoint_times[_c], inf once every checkpoint is recorded
-        self._limit = check_range("diverged", diverged, 1.0) * self._grad_sq(self.x).max()
+        # the divergence limit of every row (the rows of one seed share a start, hence a limit)
+        start = check_range("diverged", diverged, 1.0) * self._grad_sq(self.x)
+        self._limit: float | np.ndarray = start if self._blocks else start.max()
         self.stopped = np.zeros(steps_.size, dtype=bool)
         self.jobs: list[dict[str, Any]] | None = [] if record_jobs else None
         self.update_times: list[float] = []
@@ -344,7 +438,10 @@ class Simulator:
                 buf = self._noise_buf[i] = self._noise_block(i)
                 pos = 0
             self._noise_pos[i] = pos + 1
-            if not self._scale_late:
+            if self._blocks is not None and self._blocks[1] > 1:  # each seed's vector to its rows
+                blocks = g.reshape(self._blocks)
+                blocks += buf[pos][:, None, :]
+            elif not self._scale_late:
                 g += buf[pos]  # in place: g is this arrival's own array
             else:  # each row's level times the vector, element by element
                 g += np.multiply(self._late_levels, buf[pos], out=self._level_noise)
@@ -438,6 +535,8 @@ class Simulator:
         out.stopped, out._step_col = self.stopped[sl], self._step_col[sl]
         if self._levels is not None:
             out._levels = out._late_levels = self._levels[sl]
+        if isinstance(self._limit, np.ndarray):
+            out._limit = self._limit[sl]
         return out
 
     @property
@@ -477,7 +576,11 @@ class Simulator:
         (times the noise level when there is one level). ``standard_normal((B, dim))`` is ``B``
         draws of ``standard_normal(dim)`` in a row, so every gradient gets the vector (and the
         product) that a draw of its own would give it."""
-        z = self._noise_rng[i].standard_normal((_NOISE_BLOCK, self.dim))
+        rngs = self._noise_rngs[i]
+        if self._blocks is not None:  # (block, seed, dim): each seed's own stream
+            return self.noise * np.stack([r.standard_normal((_NOISE_BLOCK, self.dim)) for r in rngs],
+                                         axis=1)
+        z = rngs[0].standard_normal((_NOISE_BLOCK, self.dim))
         if self._levels is None:
             return self.noise * z
         if not self._scale_late:
@@ -782,6 +885,26 @@ def run_method(method: str | Callable[..., None], problem: Problem, times: TimeM
             pass
     sim.finish()
     return sim
+
+
+def run_seeds(method: str | Callable[..., None], problems: Sequence[Quadratic], times: FixedTimes,
+              horizon: float, steps: float | Sequence[float], seeds: Sequence[int], *,
+              checkpoints: int = 200, **options: Any) -> list[Simulator]:
+    """:func:`run_method` at several seeds in one pass of the event loop: one run per seed, each
+    exactly what ``run_method(method, problems[s], times, horizon, steps, seed=seeds[s])`` returns
+    (:class:`SeedRows`). ``times`` must draw nothing
+    (:class:`~iclr_lab.distributed.ringleader.timing.FixedTimes`), so that every seed has the same
+    schedule; ``steps`` are the step sizes of every seed's run."""
+    steps_ = [float(s) for s in np.atleast_1d(np.asarray(steps, dtype=float))]
+    stack = SeedRows(problems, seeds, rows=len(steps_))
+    sim = run_method(method, stack, times, horizon, steps_ * len(stack.seeds), checkpoints=checkpoints,
+                     **options)
+    out = []
+    for k, problem in enumerate(stack.problems):
+        part = sim.rows(k * stack.rows, (k + 1) * stack.rows)
+        part.problem, part.x0 = problem, problem.x0
+        out.append(part)
+    return out
 
 
 def simulate(method: str, problem: Problem, time_model: TimeModel, budget: float, seed: int = 0, *,
