@@ -248,6 +248,23 @@ def test_blocked_step_is_adamw_bit_for_bit_when_the_gate_is_off(dtype, options):
             assert _equal(reference, params), (foreach, off)
 
 
+@pytest.mark.parametrize("options", [{}, {"amsgrad": True}, {"maximize": True, "weight_decay": 0.0}])
+def test_normgrad_blocked_step_in_one_pass_is_the_loop_after_a_gate_pass(options):
+    # with normgrad everywhere the blocked step takes the dots of g first and then one pass per
+    # block; with the gate on it must still be AdamW's loop after a separate pass for P_t
+    for normgrads in ((True, True), (True, False)):  # one pass; two phases (mixed groups)
+        runs = []
+        for foreach in (None, False):
+            params = _params()
+            groups = [{"params": params[:1], "normgrad": normgrads[0]},
+                      {"params": params[1:], "normgrad": normgrads[1]}]
+            opt = VRAdam(groups, lr=1e-2, beta3=2.0, foreach=foreach, **options)
+            _train(opt, params, 6)
+            runs.append((params, opt.last_sq_norm))
+        (a, sq_a), (b, sq_b) = runs
+        assert _equal(a, b) and sq_a == sq_b, normgrads
+
+
 def test_blocked_step_is_the_default_on_cpu_and_foreach_false_is_adamws_loop(monkeypatch):
     calls = []
     original = vro._blocked_adamw_step
