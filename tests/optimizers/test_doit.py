@@ -337,6 +337,19 @@ def test_smoke_reproduce_branches_are_counterfactuals(smoke_report):
     assert nums["test_step"] == pytest.approx(100 / len(ex.digits_split().y_test))
 
 
+def test_restart_chart_ticks_are_decades_in_plain_numbers():
+    import pandas as pd
+
+    from iclr_lab.optimizers.doit.figures import _LOG_LABEL, _decades
+
+    assert _decades(pd.Series([0.93, 92.0])) == [1.0, 10.0]
+    assert _decades(pd.Series([0.4, 30.0]), (1, 2, 5)) == pytest.approx([0.5, 1, 2, 5, 10, 20])
+    assert _decades(pd.Series([3e-4, 1.0])) == pytest.approx([1e-3, 1e-2, 1e-1, 1.0])
+    assert _decades(pd.Series([float("nan"), -1.0])) == [1.0]
+    # below 1000 a plain number (0.5, not d3's "500m"); above it an SI suffix (1k, 10M)
+    assert "',.2~f'" in _LOG_LABEL and "1000" in _LOG_LABEL
+
+
 def test_explorer_recomputes():
     w = doit.explorer()
     first = w.result.to_dict()

@@ -10,7 +10,6 @@ import pandas as pd
 
 from iclr_lab.optimizers.doit.claims import _acc, best_single
 from iclr_lab.optimizers.doit.experiments import (
-    BASELINES,
     BEATS_PP,
     DOIT_NAME,
     LITERAL,
@@ -30,6 +29,24 @@ def _optimizer_scale() -> Any:
     from iclr_lab.core.charts import palette
 
     return palette(OPTIMIZERS)
+
+
+#: labels of a log axis of ratios: 0.5, 1, 20, 1k, 10M (not d3's "500m" for a half)
+_LOG_LABEL = "datum.value >= 1000 ? format(datum.value, '~s') : format(datum.value, ',.2~f')"
+
+
+def _decades(values: pd.Series, mantissas: tuple[float, ...] = (1,)) -> list[float]:
+    """Tick values for a log axis: ``mantissas`` times the powers of ten that lie in the range of
+    ``values`` (its positive, finite part), so that the labels neither crowd nor collide."""
+    v = values.to_numpy(dtype=float)
+    v = v[np.isfinite(v) & (v > 0)]
+    if not len(v):
+        return [1.0]
+    lo, hi = float(v.min()), float(v.max())
+    ticks = [m * 10.0 ** e for e in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+             for m in mantissas]
+    inside = [float(t) for t in ticks if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9)]
+    return inside or [lo, hi]
 
 
 def timeline_chart(cycles: pd.DataFrame, losses: pd.DataFrame, *, title: str = "",
@@ -109,17 +126,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         width=420, height=260,
         title=alt.TitleParams("Each seed (dots) and the median (tick)", offset=28))
 
-    # 2. test accuracy during training: DOIT, its literal twin, the best single and the baselines
-    log = t["log"]
-    shown = [DOIT_NAME, LITERAL, best, *BASELINES]
-    acc = log[log.method.isin(shown)].assign(test_acc=lambda d: 100 * d.test_acc)
-    out["accuracy_curves"] = curves(acc, x="step", y="test_acc", color="method", highlight=highlight,
-                                    x_title="step", y_title="test accuracy (%)",
-                                    color_title="method",
-                                    title="Test accuracy (band: min–max over seeds)").resolve_legend(
-        fill="independent")
-
-    # 3. DOIT's choices, every seed, both acquisitions
+    # 2. DOIT's choices, every seed, both acquisitions
     cyc = t["cycles"]
     sub = cyc[cyc.method.isin(highlight)].copy()
     tau = int((sub.groupby(["method", "seed"]).start_step.diff().dropna()).min()) if len(sub) > 1 else 1
@@ -135,7 +142,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     ).properties(width=440, height=16 * sub.run.nunique(),
                  title="DOIT's choice per cycle (faded: cold start)")
 
-    # 4. choosing: cumulative regret in score against the per-cycle best
+    # 3. choosing: cumulative regret in score against the per-cycle best
     dec = t["decisions"]
     if len(dec):
         long = dec.melt(id_vars=["seed", "cycle"],
@@ -151,7 +158,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
                                color_title="rule", title="Regret against the per-cycle best "
                                "candidate (band: seeds)").resolve_legend(fill="independent")
 
-    # 5. the surrogates: predicted mean against realised score, every branched cycle
+    # 4. the surrogates: predicted mean against realised score, every branched cycle
     br = t["branches"]
     main = cyc[cyc.method == DOIT_NAME]
     if len(br):
@@ -175,28 +182,39 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         out["calibration"] = (out["calibration"] + diag).properties(
             width=300, height=260, title="Predicted against realised score (dashed: equal)")
 
-    # 6. a switch half-way through: every candidate restarted with fresh state, at every rate
+    # 5. a switch half-way through: every candidate restarted with fresh state, at every rate
     rs = t["restart"].assign(first=lambda d: d.l1 / d.l0, end=lambda d: d.l_end / d.l0)
     rs["marker"] = np.where(rs.tuned, "tuned rate", "other rate")
     col = alt.Color("optimizer:N", title="optimizer", scale=_optimizer_scale())
+    # Adam's and Adagrad's first fresh steps are the same sign step, and SGDM's first step is SGD's:
+    # their curves coincide, so the second of each pair (drawn on top) is dashed and the one below
+    # shows through the gaps
+    rs["line"] = np.where(rs.optimizer.isin(["SGDM", "Adam"]), "on top", "below")
+    dash = alt.StrokeDash("line:N", legend=None, scale=alt.Scale(domain=["below", "on top"],
+                                                                 range=[[1, 0], [5, 4]]))
+    width_ = alt.StrokeWidth("line:N", legend=None, scale=alt.Scale(domain=["below", "on top"],
+                                                                    range=[3.2, 1.4]))
     size_ = alt.Size("marker:N", title=None, scale=alt.Scale(domain=["tuned rate", "other rate"],
                                                               range=[110, 25]))
     tips = ["optimizer", "lr", "tuned", alt.Tooltip("first:Q", format=".3g"),
             alt.Tooltip("end:Q", format=".3g"), alt.Tooltip("score:Q", format=".3f")]
-    shock = alt.Chart(rs).mark_line(point=True, strokeWidth=1).encode(
-        x=alt.X("lr:Q", scale=alt.Scale(type="log", nice=False), title="learning rate"),
+    shock = alt.Chart(rs).mark_line(point=True).encode(
+        x=alt.X("lr:Q", scale=alt.Scale(type="log", nice=False), title="learning rate",
+                axis=alt.Axis(values=_decades(rs.lr), format="~g")),
         y=alt.Y("first:Q", scale=alt.Scale(type="log", nice=False),
                 title="probe loss after 1 fresh step ÷ before",
-                axis=alt.Axis(format="~s", labelOverlap="greedy")),
-        color=col, tooltip=tips)
+                axis=alt.Axis(values=_decades(rs["first"]), labelExpr=_LOG_LABEL)),
+        color=col, strokeDash=dash, strokeWidth=width_, detail="optimizer:N", tooltip=tips)
     tuned = alt.Chart(rs[rs.tuned]).mark_point(filled=True, size=110).encode(
         x="lr:Q", y="first:Q", color=col, tooltip=tips)
     left = (shock + tuned + reference_line(1.0, label="no change")).properties(
-        width=250, height=230, title="The first step after a switch")
+        width=250, height=230,
+        title=alt.TitleParams("The first step after a switch",
+                              subtitle="dashed: SGDM and Adam, where they lie on SGD and Adagrad"))
     right = (alt.Chart(rs).mark_point(filled=True, opacity=0.8).encode(
         x=alt.X("end:Q", scale=alt.Scale(type="log", nice=False),
                 title="probe loss after the cycle ÷ before",
-                axis=alt.Axis(format="~s", values=[0.5, 1, 10, 100, 1000, 10000, 100000])),
+                axis=alt.Axis(values=_decades(rs.end, (1, 2, 5)), labelExpr=_LOG_LABEL)),
         y=alt.Y("score:Q", title="score s of the cycle"), color=col, size=size_, tooltip=tips)
         # unlabelled rules (a label would sit on the axis or on the markers): the subtitle names them
         + reference_line(0.0) + reference_line(1.0, axis="x")
@@ -205,7 +223,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
                                        subtitle="dashed: s = 0 and no change of the loss"))
     out["restart"] = alt.hconcat(left, right).resolve_scale(color="shared")
 
-    # 7. the Explore slider over tau
+    # 6. the Explore slider over tau
     tc, tl = t["tau_cycles"], thin(t["tau_loss"], "step", points=200)
     taus = sorted(tc.tau.unique())
     index = {v: i for i, v in enumerate(taus)}
