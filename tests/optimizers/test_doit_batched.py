@@ -86,7 +86,11 @@ def test_restart_shock_reuses_the_single_runs_state():
     kw = {"steps": 20, "cycle": 4, "grid": grid, "probe_size": 64, "data": data}
     reused = ex.restart_shock(rates, tuning, 0, warm=halfway, **kw)
     trained = ex.restart_shock(rates, tuning, 0, **kw)
-    _frames_close(reused, trained)
+    # the trained state is the same up to float32 rounding (batched against single products), and
+    # ten adaptive steps after a restart amplify it: the end losses differ by up to 3.0e-5
+    # relative on an AMD EPYC with AVX2 (under 1e-5 on the CPUs the other tests were set on); the
+    # state of one step earlier (snapshot at step 9) differs by up to 2.2 relative
+    pd.testing.assert_frame_equal(reused, trained, check_exact=False, rtol=1e-4, atol=1e-7)
     assert len(reused) == sum(len(set(grid) | {rates[n]}) for n in OPTIMIZERS)
 
 
