@@ -307,7 +307,7 @@ def _claims(t: dict[str, pd.DataFrame], h1_gap: float, size: _Sizes) -> list[Cla
             float(est[RLR_ZO]["rel_var"] / est[DDPO]["rel_var"]), 1.0, "<",
             paper="RLR has lower variance than RL (DDPO); stated in words, no number in the sources read",
             expected=False, kind="paper", source="paper",
-            control=f"{RLR} (no ZO terms)",
+            control=RLR,
             control_measured=float(est[RLR]["rel_var"] / est[DDPO]["rel_var"]),
             regime="chapter's: the 2-D DDPM at its pretrained model, one seed, 4,096 (ZO) and 40,000 "
                    "(DDPO, no-ZO) trajectories; the paper's (Stable Diffusion) is not run"),
@@ -320,7 +320,7 @@ def _claims(t: dict[str, pd.DataFrame], h1_gap: float, size: _Sizes) -> list[Cla
             list(fin[RLR_ZO]), list(fin[DDPO]), 0.0, ">",
             "Table 2: RLR above DDPO on every reward (e.g. aesthetic 6.65 vs 5.52)",
             expected=False, kind="paper", source="prior",
-            control=f"{RLR} (no ZO), tuned on the same grid", control_values=list(fin[RLR]),
+            control=f"{RLR}, tuned on the same grid", control_values=list(fin[RLR]),
             regime=REGIME),
         Claim.paired(
             "finetune_rlr_vs_trunc1",
@@ -452,6 +452,8 @@ def numbers(report: Report) -> dict[str, float]:
     for K in TRUNC_KS:
         for col, key in (("rel_bias", "bias"), ("cosine", "cos"), ("rel_norm", "len")):
             out[f"trunc{K}_{key}"] = float(est[f"{TRUNC} = {K}"][col])
+    # the angle between truncated K = 1's mean and g*, in degrees
+    out["trunc1_angle"] = float(np.degrees(np.arccos(np.clip(out["trunc1_cos"], -1.0, 1.0))))
     keys = {TRUNC1: "trunc1", DDPO: "ddpo", RLR: "rlr", RLR_ZO: "rlr_zo"}
     # the common ceiling of the methods without ZO terms (min and max over their seeds)
     out["frac_ceiling_lo"] = float(lo[[TRUNC1, DDPO, RLR]].min())
@@ -461,6 +463,37 @@ def numbers(report: Report) -> dict[str, float]:
         out[f"frac_{k}_lo"] = float(lo[m])
         out[f"frac_{k}_hi"] = float(hi[m])
         out[f"lr_{k}"] = best[m]
+    # RLR with ZO: its first seed (the cloud chart's run) and its tuning-seed scores over the grid
+    out["frac_rlr_zo_first"] = float(pair[RLR_ZO].loc[pair.index.min()])
+    zo_tun = tun[tun.method == RLR_ZO]
+    out["tune_rlr_zo_best"] = float(zo_tun[np.isclose(zo_tun.lr, best[RLR_ZO])].fraction.iloc[0])
+    out["tune_rlr_zo_min"] = float(zo_tun.fraction.min())
+    out.update(_stability_numbers())
+    return out
+
+
+def _stability_numbers() -> dict[str, float]:
+    """Spreads over the seed blocks of the shipped stability table (``iclr_lab/stability/rlr.json``)
+    that the chapter quotes; empty when the table is missing."""
+    from iclr_lab.core.stability import load
+
+    table = load("rlr")
+    if table is None:
+        return {}
+    c = table["claims"]
+
+    def vals(name: str, key: str = "measured") -> list[float]:
+        return [float(e[key]) for e in c[name] if e[key] is not None]
+
+    out: dict[str, float] = {"stab_blocks": float(table["blocks"])}
+    for key, name, field in (("nozo", "variance_rlr_nozo", "measured"),
+                             ("ctrl_ddpo", "finetune_rlr_vs_ddpo", "control_measured"),
+                             ("ctrl_trunc", "finetune_rlr_vs_trunc1", "control_measured"),
+                             ("unb_res", "unbiased_resolution", "measured"),
+                             ("ho_res", "ho_resolution", "measured")):
+        v = vals(name, field)
+        out[f"stab_{key}_lo"], out[f"stab_{key}_hi"] = min(v), max(v)
+    out["stab_nozo_below"] = float(sum(v < 1 for v in vals("variance_rlr_nozo")))
     return out
 
 
@@ -476,26 +509,41 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     est = t["estimators"].assign(lo=lambda d: (d.rel_bias - d.half_width).clip(lower=0),
                                  hi=lambda d: (d.rel_bias + d.half_width).clip(upper=Y_CAP))
     scale = palette([n for n in COLORS if n in set(est.estimator)], colors=COLORS)
-    x = alt.X("rel_var:Q", scale=alt.Scale(type="log", nice=False),
+    # padded domains, so that no point sits on the frame
+    x = alt.X("rel_var:Q", scale=alt.Scale(type="log", nice=False,
+                                           domain=[float(est.rel_var.min()) / 3,
+                                                   float(est.rel_var.max()) * 3]),
               title="relative variance of one trajectory, tr Cov / ‖g*‖²")
     y = alt.Y("rel_bias:Q", title="relative bias ‖mean − g*‖ / ‖g*‖",
-              scale=alt.Scale(domain=[0, Y_CAP], clamp=True))
-    pts = alt.Chart(est).mark_point(filled=True, size=90).encode(
-        x=x, y=y, color=alt.Color("estimator:N", scale=scale, title="estimator"),
+              scale=alt.Scale(domain=[-0.05, Y_CAP], clamp=True))
+    # DDPO and RLR with LR in place of ZO nearly coincide: DDPO gets a larger diamond under
+    # RLR's circle, so that both stay visible
+    names = scale.domain
+    shape = alt.Shape("estimator:N", title="estimator", scale=alt.Scale(
+        domain=names, range=["diamond" if n == DDPO else "circle" for n in names]))
+    pts = alt.Chart(est).mark_point(filled=True, opacity=0.9).encode(
+        x=x, y=y, color=alt.Color("estimator:N", scale=scale, title="estimator"), shape=shape,
+        size=alt.condition(alt.datum.estimator == DDPO, alt.value(260), alt.value(90)),
+        order=alt.condition(alt.datum.estimator == DDPO, alt.value(0), alt.value(1)),
         tooltip=["estimator", alt.Tooltip("rel_bias:Q", format=".3f"),
                  alt.Tooltip("half_width:Q", format=".3f"), alt.Tooltip("rel_var:Q", format=".3g"),
                  alt.Tooltip("cosine:Q", format=".3f"), "n"])
     bars = alt.Chart(est).mark_rule(strokeWidth=2).encode(
-        x=x, y=alt.Y("lo:Q", scale=alt.Scale(domain=[0, Y_CAP])), y2="hi:Q",
+        x=x, y=alt.Y("lo:Q", scale=alt.Scale(domain=[-0.05, Y_CAP])), y2="hi:Q",
         color=alt.Color("estimator:N", scale=scale, title="estimator"))
     bias_variance_chart = alt.layer(pts, bars).properties(
         width=440, height=260,
         title=f"Bias against variance at the pretrained model (bars: ±3 SE; axis cut at {Y_CAP:g})")
 
     sv = t["step_variance"]
-    step_chart = alt.Chart(sv).mark_line(point=True).encode(
-        x=alt.X("step:Q", title="denoising step t (t = 1 is the last)"),
-        y=alt.Y("variance:Q", scale=alt.Scale(type="log", nice=False),
+    # only the steps in the table are measured: points mark them, the lines only join them;
+    # padded domains keep the end points off the frame
+    step_chart = alt.Chart(sv).mark_line(point=alt.OverlayMarkDef(size=60, filled=True)).encode(
+        x=alt.X("step:Q", title="denoising step t (t = 1 is the last; points: measured steps)",
+                scale=alt.Scale(domain=[0, int(sv.step.max()) + 1], nice=False)),
+        y=alt.Y("variance:Q", scale=alt.Scale(type="log", nice=False,
+                                              domain=[float(sv.variance.min()) / 2,
+                                                      float(sv.variance.max()) * 2]),
                 title="variance of one trajectory's estimate"),
         color=alt.Color("estimator:N", title="credit of step t by",
                         scale=alt.Scale(domain=["FO (pathwise)", "LR (DDPO)"],
@@ -508,6 +556,11 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
                             highlight=RLR, colors=COLORS, x_title="fine-tuning step",
                             y_title="fraction of samples in the target mode", color_title="method",
                             title="Fine-tuning towards one mode (median over seeds, band min–max)")
+    # DDPO's median runs under RLR's thick line after the first steps: redraw it dashed on top
+    ddpo_med = (fin[fin.method == DDPO].groupby("step", as_index=False).fraction.median())
+    dashed = alt.Chart(ddpo_med).mark_line(strokeDash=[6, 4], strokeWidth=2,
+                                           color=COLORS[DDPO]).encode(x="step:Q", y="fraction:Q")
+    finetune_chart.layer = [*finetune_chart.layer, dashed]
 
     cl = t["clouds"]
     steps = sorted(cl.step.unique())
@@ -540,8 +593,8 @@ EXPLORER_SAMPLES = 2048
 
 
 def explorer_chart(h: int = 2, K: int = 1, n_samples: int = EXPLORER_SAMPLES) -> alt.TopLevelMixin:
-    """Relative bias (±3 SE) and relative variance of DDPO, RLR without ZO with sub-chain length
-    ``h`` and truncated backprop through ``K`` steps (``rlr-eq-rlr``, ``rlr-eq-trunc``), at a
+    """Relative bias (±3 SE) and relative variance of DDPO, RLR with LR in place of ZO with
+    sub-chain length ``h`` and truncated backprop through ``K`` steps (``rlr-eq-rlr``, ``rlr-eq-trunc``), at a
     small pretrained model (cached), against ``n_samples`` full-backprop gradients. ``h`` is in
     ``1..T - 1`` and ``K`` in ``1..T`` (``T = 20``), ``n_samples`` at least 2."""
     import altair as alt
@@ -561,7 +614,7 @@ def explorer_chart(h: int = 2, K: int = 1, n_samples: int = EXPLORER_SAMPLES) ->
     rows = []
     ref_var = ref.var(0)
     plan: list[tuple[str, str, dict[str, Any]]] = [
-        (DDPO, "ddpo", {}), (f"RLR, no ZO (h = {h})", "rlr", {"h": h}),
+        (DDPO, "ddpo", {}), (f"RLR, LR in place of ZO (h = {h})", "rlr", {"h": h}),
         (f"{TRUNC} = {K}", "truncated", {"K": K})]
     for label, method, kw in plan:
         s = _stats(estimate_gradient(method, model, reward, n, gen=gen, **kw), ref, ref_var)
