@@ -71,7 +71,7 @@ def _plain_lr(m, xs, Phi, weights):
 
 
 def _plain_gradient(method, m, reward, n_samples, phi, gen, K=1, h=2):
-    """``estimate_gradient`` as it was, for full_bp, truncated, ddpo and rlr (no ZO)."""
+    """``estimate_gradient`` as it was, for full_bp, truncated, ddpo and rlr (LR in place of ZO)."""
     T = m.steps
     groups = 1 if phi.dim() == 1 else phi.shape[0]
     Phi = estimators._per_sample(phi, n_samples)
