@@ -410,24 +410,35 @@ def test_smoke_report_has_the_grid_and_claims(smoke_report):
 
 
 def test_premise_experiment_is_paired_and_sync_spans_the_image_range(smoke_report):
-    from iclr_lab.data.amd.experiments import PREMISE_ASYNC, PREMISE_SWAP, PREMISE_SYNC
+    from iclr_lab.data.amd.experiments import (
+        PREMISE_ASYNC,
+        PREMISE_SWAP,
+        PREMISE_SYNC,
+        PREMISE_SYNC_SHORT,
+    )
 
     r = smoke_report("amd", 0)
     prem = r.tables["premise"]
     fast = r.tables["ranges_fast"].iloc[0]
     seeds = sorted(prem[prem.set == PREMISE_ASYNC].distill_seed)
     assert len(seeds) >= 3
-    for name in (PREMISE_SYNC, PREMISE_SWAP):
+    for name in (PREMISE_SYNC, PREMISE_SWAP, PREMISE_SYNC_SHORT):
         assert sorted(prem[prem.set == name].distill_seed) == seeds
-    a, s, w = (prem[prem.set == n].iloc[0] for n in (PREMISE_ASYNC, PREMISE_SYNC, PREMISE_SWAP))
+    a, s, w, q = (prem[prem.set == n].iloc[0]
+                  for n in (PREMISE_ASYNC, PREMISE_SYNC, PREMISE_SWAP, PREMISE_SYNC_SHORT))
     assert (a.R_V, a.R_L) == (fast.R_V, fast.R_L)
     assert (s.R_V, s.R_L) == (fast.R_V, fast.R_V)  # sync over 0..R_V: the same image range
     assert (w.R_V, w.R_L) == (fast.R_L, fast.R_V)
+    assert (q.R_V, q.R_L) == (fast.R_L, fast.R_L)  # the control: no asynchrony, short range
     claim = r.claim("async_gain_premise")
-    sync = prem[prem.set == PREMISE_SYNC].sort_values("distill_seed")["IR@1"].to_numpy()
-    asy = prem[prem.set == PREMISE_ASYNC].sort_values("distill_seed")["IR@1"].to_numpy()
-    np.testing.assert_allclose(claim.per_seed, asy / sync)
-    assert len(claim.control_per_seed) == len(seeds)
+
+    def ir1(name):
+        return prem[prem.set == name].sort_values("distill_seed")["IR@1"].to_numpy()
+
+    sync = ir1(PREMISE_SYNC)
+    np.testing.assert_allclose(claim.per_seed, ir1(PREMISE_ASYNC) / sync)
+    np.testing.assert_allclose(claim.control_per_seed, ir1(PREMISE_SYNC_SHORT) / sync)
+    assert "0..R_L" in claim.control
 
 
 def test_text_first_index_reads_which_branch_settles_first():

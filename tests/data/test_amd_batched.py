@@ -226,3 +226,19 @@ def test_runs_with_their_own_ranges_batch_with_the_others(data, experts):
     assert both[2].ranges == (1, 3)
     with pytest.raises(ValueError, match="only an 'amd' run"):
         distill_many(data, experts, [("mtt", "random", 0, (1, 1))], **kw)
+    with pytest.raises(ValueError, match=r"takes its own ranges as \(R_V, R_L\)"):
+        distill_many(data, experts, [("amd", "random", 0, 1)], **kw)
+
+
+def test_a_sync_run_with_its_own_range_batches_with_the_others(data, experts):
+    # the premise experiment runs sync over 0..R_V and sync over 0..R_L in one batch
+    kw = {k: v for k, v in KW.items() if k != "sync_range"}
+    both = distill_many(data, experts, [("mtt", "random", 2), ("mtt", "random", 2, 1)],
+                        sync_range=3, **kw)
+    long = distill_many(data, experts, [("mtt", "random", 2)], sync_range=3, **kw)
+    short = distill_many(data, experts, [("mtt", "random", 2)], sync_range=1, **kw)
+    for a, b in zip(both, long + short, strict=True):
+        _same(a, b)
+    assert both[0].ranges == (3, 3) and both[1].ranges == (1, 1)
+    with pytest.raises(ValueError, match="sync range must be an integer in"):
+        distill_many(data, experts, [("mtt", "random", 0, 99)], **kw)

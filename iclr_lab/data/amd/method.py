@@ -833,7 +833,8 @@ def distill(data: PairedDigits, experts: Trajectories, *, method: str = "mtt", n
 
 
 def distill_many(data: PairedDigits, experts: Trajectories,
-                 runs: Sequence[tuple[str, str, int] | tuple[str, str, int, tuple[int, int]]], *,
+                 runs: Sequence[tuple[str, str, int] | tuple[str, str, int, tuple[int, int]]
+                                | tuple[str, str, int, int]], *,
                  n_pairs: int = 20, iterations: int = 300, syn_steps: int = 10,
                  expert_epochs: int = 2, sync_range: int | None = None,
                  ranges: tuple[int, int] | None = None, lr_data: float = 1e-2,
@@ -850,8 +851,9 @@ def distill_many(data: PairedDigits, experts: Trajectories,
     single ones (``tests/data/test_amd_batched.py``). ``initial_rows`` optionally gives each run
     its starting pairs (``None`` entries: picked by its ``init``), e.g. SPM prototypes computed
     once for several runs. An ``"amd"`` run may carry its own ranges as a fourth entry,
-    ``(method, init, seed, (R_V, R_L))``, in place of ``ranges``, so that runs over different
-    ranges share one batch.
+    ``(method, init, seed, (R_V, R_L))``, in place of ``ranges``, and an ``"mtt"`` run its own
+    synchronous range, ``(method, init, seed, R)`` in place of ``sync_range``, so that runs over
+    different ranges share one batch.
     """
     if not runs:
         raise ValueError("runs must hold at least one (method, init, seed)")
@@ -876,17 +878,22 @@ def distill_many(data: PairedDigits, experts: Trajectories,
         methods.append(check_choice("method", method, ("mtt", "amd")))
         check_choice("init", init, ("random", "kmeans"))
         seeds.append(check_seed(seed))
-        run_ranges = ranges if own is None else own
+        cap = experts.epochs - m
         if method == "mtt":
-            if own is not None:
-                raise ValueError(f"runs[{k}]: only an 'amd' run takes its own ranges, got {run!r}")
-            span.append((sync_range, sync_range))
-        elif run_ranges is None:
+            if own is not None and not isinstance(own, int | np.integer):
+                raise ValueError(f"runs[{k}]: only an 'amd' run takes its own ranges (an 'mtt' "
+                                 f"run takes one sync range, an integer), got {run!r}")
+            own_sync = sync_range if own is None else check_int(f"runs[{k}] sync range", own, 0, cap)
+            span.append((own_sync, own_sync))
+        elif isinstance(own, int | np.integer):
+            raise ValueError(f"runs[{k}]: an 'amd' run takes its own ranges as (R_V, R_L), "
+                             f"got {run!r}")
+        elif (run_ranges := ranges if own is None else own) is None:
             rr = async_ranges(experts, m)
             span.append((int(rr["R_V"]), int(rr["R_L"])))  # type: ignore[call-overload]
         else:
-            span.append((check_int("ranges[0]", run_ranges[0], 0, experts.epochs - m),
-                         check_int("ranges[1]", run_ranges[1], 0, experts.epochs - m)))
+            span.append((check_int("ranges[0]", run_ranges[0], 0, cap),
+                         check_int("ranges[1]", run_ranges[1], 0, cap)))
         given = None if initial_rows is None else initial_rows[k]
         if given is not None:
             rows_of.append(np.asarray(given))
