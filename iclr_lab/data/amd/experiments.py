@@ -694,8 +694,9 @@ def _premise_panel(lr_text: float) -> alt.LayerChart | alt.FacetChart:
     return alt.layer(line, reference_line(0.5, label="half the first epoch's"), width=260, height=230,
                      title=alt.TitleParams(f"Experts with text rate {lr_text:g} (image 0.1)",
                                            subtitle=[f"diagnostic {idx:.2f}: {verdict}",
-                                                     f"AMD's ranges R_V = {rr['R_V']}, "
-                                                     f"R_L = {rr['R_L']} ({rr['rule']})"]))
+                                                     f"ranges R_V = {rr['R_V']}, "
+                                                     f"R_L = {rr['R_L']} (set by the "
+                                                     f"{rr['rule']})"]))
 
 
 def _slider_value(name: str, value: float, low: float, high: float) -> float:
@@ -731,7 +732,8 @@ def explorer_chart(pairs: float = 20, init: str = "k-means", metric: str = "RSUM
            else random_subset(data, b, 0))
     table = pairs_table()
     order = [s for s in CURVE_SETS if s in set(table.set)]
-    color = alt.Color("set:N", scale=palette(order, colors=COLORS), title="set")
+    color = alt.Color("set:N", scale=palette(order, colors=COLORS), title="set",
+                      legend=alt.Legend(labelLimit=320))
     x = alt.X("pairs:Q", scale=alt.Scale(type="log", domain=[4, 100], nice=False), title="pairs B",
               axis=alt.Axis(values=list(PAIRS_GRID)))
     line = alt.Chart(table).mark_line(point=True).encode(
