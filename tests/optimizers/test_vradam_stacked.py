@@ -31,11 +31,12 @@ def _check_close(stacked: list, specs: list[Spec], steps: int, data, eval_every:
         assert list(log.columns) == list(ref_log.columns), spec
         assert log.shape == ref_log.shape, spec
         # to float rounding: bit for bit where the CPU's batched and single-model kernels round
-        # alike, which an AVX-512 AMD EPYC's do not (entries differ by ~1e-7 there)
+        # alike, which an AVX-512 AMD EPYC's do not (entries differ by ~1e-7 there), and 25 float32
+        # steps amplify it (a train loss 1.1e-5 relative apart on an AMD EPYC with AVX2)
         for col in log.columns:
             np.testing.assert_allclose(log[col].to_numpy(dtype=float), ref_log[col].to_numpy(dtype=float),
-                                       rtol=1e-5, atol=1e-7, equal_nan=True, err_msg=f"{spec} {col}")
-        np.testing.assert_allclose(ratios, ref_ratios, rtol=1e-5, atol=1e-7, err_msg=str(spec))
+                                       rtol=1e-4, atol=1e-7, equal_nan=True, err_msg=f"{spec} {col}")
+        np.testing.assert_allclose(ratios, ref_ratios, rtol=1e-4, atol=1e-7, err_msg=str(spec))
 
 
 def test_stacked_equals_serial(data) -> None:  # noqa: ANN001
