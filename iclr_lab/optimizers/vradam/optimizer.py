@@ -593,16 +593,6 @@ def _grad_views(layout: _Layout, grads: list[torch.Tensor]) -> list[list[torch.T
 _ONE = torch.tensor(1.0)
 
 
-def _block_moments(group: dict[str, Any], m_: list[torch.Tensor], v_: list[torch.Tensor],
-                   g_: list[torch.Tensor]) -> None:
-    """Phase 1 of :func:`_blocked_adamw_step` on one block: ``_multi_tensor_adam``'s moment updates."""
-    beta1, beta2 = group["betas"]
-    d_ = torch._foreach_neg(g_) if group["maximize"] else g_
-    torch._foreach_lerp_(m_, d_, 1 - beta1)
-    torch._foreach_mul_(v_, beta2)
-    torch._foreach_addcmul_(v_, d_, d_, 1 - beta2)
-
-
 @torch.no_grad()
 def _blocked_adamw_step(opt: VRAdam) -> tuple[float, list[float]] | None:
     """The CPU step: ``torch.optim.AdamW(foreach=True)``'s operations, in blocks, gate in between.
@@ -611,9 +601,7 @@ def _blocked_adamw_step(opt: VRAdam) -> tuple[float, list[float]] | None:
     ``mul_`` and ``addcmul_`` of ``exp_avg_sq``), then the squared norm of the new ``exp_avg`` (or of
     the gradient, for ``normgrad``) while the block is still in cache. Then the gate. Phase 2, block
     by block: the decoupled weight decay and the parameter update (``sqrt``, ``div_``, ``add_``,
-    ``addcdiv_``) with the gated rate. With ``normgrad`` in every group ``P_t`` needs only the
-    gradient, so its dots come first and each block then gets both phases in one visit (AdamW's
-    memory traffic plus one read of the gradient). The operations are AdamW's, with the same scalars, on the
+    ``addcdiv_``) with the gated rate. The operations are AdamW's, with the same scalars, on the
     same values (none of them mixes elements, so cutting tensors into views changes no bit); the
     order only moves the weight decay after the moments, which touch other tensors. Temporaries
     (the denominator, the negated gradient for ``maximize``) are one block in size. How tensors are
@@ -644,35 +632,27 @@ def _blocked_adamw_step(opt: VRAdam) -> tuple[float, list[float]] | None:
         cache[index] = layout
         plans.append((group, steps, layout, grad_views))
 
-    # normgrad everywhere: P_t = sum ||g_t||^2 is known before the step, so the dots come first and
-    # each block then gets both phases while it is in cache (the same operations on every tensor,
-    # in the same order, and the same dots in the same order: the same bits as two phases)
-    one_pass = all(group["normgrad"] for group, *_ in plans)
     squares: list[torch.Tensor] = []
     for group, steps, layout, grad_views in plans:
-        if one_pass:
-            squares += [torch.dot(x, x) for g_ in grad_views for x in g_]
-            continue
         torch._foreach_add_(steps, _ONE, alpha=1.0)
-        for views, g_ in zip(layout.views, grad_views, strict=True):
-            _block_moments(group, views[1], views[2], g_)
-            squares += [torch.dot(x, x) for x in (g_ if group["normgrad"] else views[1])]
+        beta1, beta2 = group["betas"]
+        for (_p, m_, v_, *_), g_ in zip(layout.views, grad_views, strict=True):
+            d_ = torch._foreach_neg(g_) if group["maximize"] else g_
+            torch._foreach_lerp_(m_, d_, 1 - beta1)
+            torch._foreach_mul_(v_, beta2)
+            torch._foreach_addcmul_(v_, d_, d_, 1 - beta2)
+            squares += [torch.dot(x, x) for x in (g_ if group["normgrad"] else m_)]
     sq_norm = _total(squares)
     ratios = [_gate(sq_norm, group["beta3"], group["lr_cutoff"]) for group in opt.param_groups]
     ratio_of = {id(group): ratio for group, ratio in zip(opt.param_groups, ratios, strict=True)}
-    for group, steps, layout, grad_views in plans:
-        if one_pass:
-            torch._foreach_add_(steps, _ONE, alpha=1.0)
+    for group, steps, layout, _ in plans:
         lr = group["lr"] * ratio_of[id(group)]
         beta1, beta2 = group["betas"]
         weight_decay, eps = group["weight_decay"], group["eps"]
         counts = [s.item() for s in steps]
         step_size = [(lr / (1 - beta1 ** n)) * -1 for n in counts]
         bias_correction2_sqrt = [(1 - beta2 ** n) ** 0.5 for n in counts]
-        for (p_, m_, v_, *max_v), owners, g_ in zip(layout.views, layout.owners, grad_views,
-                                                     strict=True):
-            if one_pass:
-                _block_moments(group, m_, v_, g_)
+        for (p_, m_, v_, *max_v), owners in zip(layout.views, layout.owners, strict=True):
             if weight_decay != 0:
                 torch._foreach_mul_(p_, 1 - lr * weight_decay)
             if max_v:
