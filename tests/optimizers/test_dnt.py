@@ -315,3 +315,35 @@ def test_edge_tie_measures_how_far_an_edge_optimum_beats_the_middle_rate():
     sweep.loc[rows & (sweep.grid_point == 1), "val_loss"] = sweep[rows].val_loss.min() - 1.0
     sweep["best"] = sweep.val_loss == sweep.groupby("cell").val_loss.transform("min")
     assert dnt.numbers(report)["edge_tie_max"] == 0.0  # every optimum interior
+
+
+def test_block_counts_leave_undefined_blocks_out_of_the_ablation_failures(monkeypatch):
+    from types import SimpleNamespace
+
+    from iclr_lab.core import stability
+    from iclr_lab.optimizers.dnt import experiments
+
+    def entry(measured, passed, control=None, control_passed=None):
+        return {"measured": measured, "passed": passed, "control_measured": control,
+                "control_passed": control_passed}
+
+    # block 0: defined, DNT passes; block 1: defined, the network without InputNorm diverged;
+    # block 2: undefined (no ratio anywhere), every control counted as failing by the core
+    claims = {"dnt_closes_gap": [entry(0.3, True), entry(0.9, False), entry(None, False)],
+              "dnt_msgdw_matches_adamw": [entry(0.1, False, 0.0, True), entry(0.1, False, 0.2, False),
+                                          entry(0.1, False, 0.3, False)]}
+    for key, b0, b1 in (("input_norm", (1.5, False), (None, False)), ("prenorm", (0.1, True), (1.2, False)),
+                        ("qk_norm", (0.1, True), (0.2, True)), ("mid_norm", (-1.0, True), (0.3, True))):
+        claims[f"closes_gap_needs_{key}"] = [entry(0.3, True, *b0), entry(0.9, False, *b1),
+                                             entry(None, False, None, False)]
+    table = {"scale": "book", "blocks": 3, "claims": claims}
+    monkeypatch.setattr(stability, "load", lambda slug, directory=None: table)
+    out = experiments._block_counts(SimpleNamespace(slug="dnt", scale="book"))  # type: ignore[arg-type]
+    assert (out["blocks_defined"], out["blocks_undefined"], out["dnt_pass_blocks"]) == (2, 1, 1)
+    assert out["dnt_ratio_missing"] == 1 and out["clip_closes_blocks"] == 1
+    assert (out["abl_input_norm_fails_defined"], out["abl_input_norm_diverged"]) == (2, 1)
+    assert out["abl_input_norm_fails_at_dnt_pass"] == 1
+    assert out["abl_prenorm_fails_defined"] == 1 and out["abl_prenorm_fails_at_dnt_pass"] == 0
+    assert out["abl_qk_norm_fails_defined"] == 0 and out["abl_mid_norm_fails_defined"] == 0
+    other = experiments._block_counts(SimpleNamespace(slug="dnt", scale="smoke"))  # type: ignore[arg-type]
+    assert np.isnan(other["blocks_defined"])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -505,7 +505,11 @@ def numbers(report: Report) -> dict[str, float]:
         "uniform": float(lang.uniform_entropy), "vocab": float(lang.vocab),
         "gap_std": med(loss[STD_MSGDW] - adamw),
         "gap_clip": med(loss[STD_CLIP] - adamw),
+        # at the first judging seed alone (the seed the chapter's exercises reuse)
+        "gap_clip_first": float((loss[STD_CLIP] - adamw)[0]),
         "gap_dnt": med(loss[DNT_MSGDW] - loss[DNT_ADAMW]),
+        "gap_std_min": float(np.min(loss[STD_MSGDW] - adamw)),
+        "gap_std_max": float(np.max(loss[STD_MSGDW] - adamw)),
         "adamw_gain": med(adamw - loss[DNT_ADAMW]),
         "diverged_runs": float(sweep.diverged.sum()),
         "seeds": float(len(seeds)),
@@ -513,11 +517,14 @@ def numbers(report: Report) -> dict[str, float]:
     for label, key in keys.items():
         values[f"loss_{key}"] = med(loss[label])
         values[f"lr_{key}"] = choice[label]
+        values[f"runs_{key}"] = float((sweep.cell == label).sum())  # tuning runs, extensions too
         values[f"excess_{key}"] = med(loss[label]) - float(lang.entropy_floor)
     for k in ABLATIONS:
         values[f"ablation_{_KEY[k]}"] = med(loss[ablation_label(k)] - loss[DNT_MSGDW])
         values[f"ablation_{_KEY[k]}_worse"] = float(np.sum(loss[ablation_label(k)]
                                                            > loss[DNT_MSGDW]))
+        values[f"ablation_{_KEY[k]}_diverged"] = float(np.sum(~np.isfinite(
+            loss[ablation_label(k)])))
     kurt = {}
     for arch, key in ((STANDARD, "std"), (DNT, "dnt")):
         per = [grads[(grads.arch == arch) & (grads.seed == s)] for s in seeds]
@@ -540,7 +547,56 @@ def numbers(report: Report) -> dict[str, float]:
         if s.best.any() and not s[s.best].grid_point.eq(1).any():
             edge.append(float(s.set_index("grid_point").val_loss.loc[1] - s.val_loss.min()))
     values["edge_tie_max"] = max(edge, default=0.0)
+    values.update(_block_counts(report))
     return {k: float(v) for k, v in values.items()}
+
+
+def _block_counts(report: Report) -> dict[str, float]:
+    """Per-block counts from the shipped stability table (``iclr_lab/stability/dnt.json``); NaN
+    where the table is missing or of another scale.
+
+    An ablation's closing ratio is undefined (NaN) at a block where the clipped baseline does not
+    trail AdamW; the core counts such a control as failing. A block counts as *defined* when any
+    closing ratio there (the full DNT's or an ablation's) has a value; a missing ratio at a defined
+    block means a run diverged. ``abl_<key>_fails_defined`` counts the control failures at defined
+    blocks (``_diverged``: those with no value), ``abl_<key>_fails_at_dnt_pass`` those at the blocks
+    where the full DNT passes. ``clip_closes_blocks``: blocks where the clipped baseline is within
+    0.03 nats of AdamW (the control of ``dnt_msgdw_matches_adamw`` passes); ``dnt_ratio_missing``:
+    blocks where the full DNT's ratio has no value."""
+    from iclr_lab.core import stability
+
+    table = stability.load(report.slug)
+    names = ["dnt_closes_gap"] + [f"closes_gap_needs_{k}" for k in _KEY.values()]
+    out: dict[str, float] = {}
+    if (table is None or table.get("scale") != report.scale
+            or not all(n in table["claims"] for n in names + ["dnt_msgdw_matches_adamw"])):
+        keys = ["blocks_defined", "blocks_undefined", "dnt_pass_blocks", "clip_closes_blocks",
+                "dnt_ratio_missing"]
+        for k in _KEY.values():
+            keys += [f"abl_{k}_fails_defined", f"abl_{k}_diverged", f"abl_{k}_fails_at_dnt_pass"]
+        return dict.fromkeys(keys, math.nan)
+    claims = table["claims"]
+    n = table["blocks"]
+    defined = [claims["dnt_closes_gap"][b]["measured"] is not None
+               or any(claims[m][b]["control_measured"] is not None for m in names[1:])
+               for b in range(n)]
+    dnt_pass = [bool(claims["dnt_closes_gap"][b]["passed"]) for b in range(n)]
+    out["blocks_defined"] = float(sum(defined))
+    out["blocks_undefined"] = float(n - sum(defined))
+    out["dnt_pass_blocks"] = float(sum(dnt_pass))
+    out["dnt_ratio_missing"] = float(sum(e["measured"] is None for e in claims["dnt_closes_gap"]))
+    out["clip_closes_blocks"] = float(sum(e["control_passed"] is True
+                                          for e in claims["dnt_msgdw_matches_adamw"]))
+    for k in _KEY.values():
+        e = claims[f"closes_gap_needs_{k}"]
+        fails = [e[b]["control_passed"] is False for b in range(n)]
+        out[f"abl_{k}_fails_defined"] = float(sum(
+            f and d for f, d in zip(fails, defined, strict=True)))
+        out[f"abl_{k}_diverged"] = float(sum(d and e[b]["control_measured"] is None
+                                             for b, d in enumerate(defined)))
+        out[f"abl_{k}_fails_at_dnt_pass"] = float(sum(
+            f and p for f, p in zip(fails, dnt_pass, strict=True)))
+    return out
 
 
 def _midnorm_input_scale(report: Report) -> tuple[float, float]:
@@ -616,20 +672,26 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
                          title="Validation loss against the learning rate (diverged runs not drawn)")
     # 1-3-10 ticks: Vega's own log ticks crowd at two per decade
     sweep_chart.layer[1].encoding.x.axis = alt.Axis(values=_ticks(sw.lr), format="~g")
+    # the grey of "standard + AdamW" in the palette (the third series, the second baseline)
+    best_line = reference_line(adamw_best, label="best of standard + AdamW", color=BASELINE_COLORS[1])
+    best_line.layer[1].mark.dy = 12  # below the rule: standard + AdamW's own curve touches it above
     out["lr_sweep"] = _legend(
-        sweep_chart
-        # the grey of "standard + AdamW" in the palette (the third series, the second baseline)
-        + reference_line(adamw_best, label="best of standard + AdamW", color=BASELINE_COLORS[1])
+        sweep_chart + best_line
         + reference_line(floor, label="entropy floor")).configure_legend(labelLimit=260)
 
     # a diverged run's losses explode before they become infinite: leave it out of the chart
     cv = t["curves"][~t["curves"].diverged]
-    out["learning_curves"] = _legend(sweep(
+    curves_chart = sweep(
         cv, x="step", y="train_loss", param="grid_point", color="cell",
         param_label="grid point (0 = lowest rate)", start=1, highlight=DNT_MSGDW,
         x_title="step", y_title="training loss (mean of 10 steps, nats)", color_title="cell",
-        title="Learning curves (diverged runs not drawn); slide through the grids")
-        ).configure_legend(labelLimit=260)
+        # a Title (passed through to Altair, which takes one) makes room for the slider's label
+        title=cast(str, alt.Title("Learning curves (diverged runs not drawn); slide through the "
+                                  "grids", offset=20)))
+    for layer in curves_chart.layer:  # the slider's label: above the plot, not over the curves
+        if getattr(layer.mark, "type", layer.mark) == "text":
+            layer.encoding.y = alt.value(-10)
+    out["learning_curves"] = _legend(curves_chart).configure_legend(labelLimit=260)
 
     g = t["gradients"]
     g = g[g.seed == g.seed.min()]  # the first judging seed
@@ -654,7 +716,8 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     tensors = list(dict.fromkeys(h.tensor))
     pick_tensor = alt.param(name="tensor_param", value=tensors[0],  # the pooled histogram
                             bind=alt.binding_select(options=tensors, name="weight matrix "))
-    out["histograms"] = alt.Chart(h).mark_line(interpolate="step-after").encode(
+    # "step": each level is centred on its bin's centre (the table gives centres, not edges)
+    out["histograms"] = alt.Chart(h).mark_line(interpolate="step").encode(
         x=alt.X("log10_grad:Q", title="log10 |gradient entry|"),
         y=alt.Y("fraction:Q", title="fraction of entries"),
         color=alt.Color("arch:N", title="model", scale=arch_scale),
@@ -662,7 +725,9 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         tooltip=["arch", "tensor", alt.Tooltip("log10_grad:Q", format=".2f"),
                  alt.Tooltip("fraction:Q", format=".3f")],
     ).add_params(pick_tensor).transform_filter(alt.datum.tensor == pick_tensor).properties(
-        width=440, height=240, title="Gradient entries, pooled or of one weight matrix (menu below)")
+        width=440, height=240,
+        title=alt.Title("Gradient entries, pooled or of one weight matrix (menu below)",
+                        subtitle="entries outside 1e-9 to 1e-1 are counted in the end bins"))
     return out
 
 
