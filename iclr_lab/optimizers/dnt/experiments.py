@@ -511,6 +511,8 @@ def numbers(report: Report) -> dict[str, float]:
         "gap_std_min": float(np.min(loss[STD_MSGDW] - adamw)),
         "gap_std_max": float(np.max(loss[STD_MSGDW] - adamw)),
         "adamw_gain": med(adamw - loss[DNT_ADAMW]),
+        # how much DNT narrows the distance between the two optimizers (medians' difference)
+        "gap_narrowing": med(loss[STD_MSGDW] - adamw) - med(loss[DNT_MSGDW] - loss[DNT_ADAMW]),
         "diverged_runs": float(sweep.diverged.sum()),
         "seeds": float(len(seeds)),
     }
