@@ -514,6 +514,10 @@ def numbers(report: Report) -> dict[str, float]:
         # how much DNT narrows the distance between the two optimizers (medians' difference)
         "gap_narrowing": med(loss[STD_MSGDW] - adamw) - med(loss[DNT_MSGDW] - loss[DNT_ADAMW]),
         "diverged_runs": float(sweep.diverged.sum()),
+        # the closing ratio's median against other references (exercise dnt-ex-reference)
+        "ratio_unclipped": med((loss[DNT_MSGDW] - adamw) / (loss[STD_MSGDW] - adamw)),
+        "ratio_best_adamw": med((loss[DNT_MSGDW] - np.minimum(adamw, loss[DNT_ADAMW]))
+                                / (loss[STD_CLIP] - np.minimum(adamw, loss[DNT_ADAMW]))),
         "seeds": float(len(seeds)),
     }
     for label, key in keys.items():
