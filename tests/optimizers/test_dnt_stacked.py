@@ -82,3 +82,24 @@ def test_chunking_the_vocabulary_projection_changes_no_bit(monkeypatch):
         assert a.final_val_loss == b.final_val_loss
         for (n, p), q in zip(a.model.named_parameters(), b.model.parameters(), strict=True):
             assert torch.equal(p, q), n
+
+
+def test_which_models_share_a_stack_changes_no_bit():
+    """The chapter trains the standard models and DNT's family in separate stacks
+    (``experiments._Runs.train``); that is a pure speed-up only if a model's numbers do not depend
+    on its stack-mates, whose norms it computes and discards (``torch.where`` in ``stacked._norm``).
+    (A stack of one model is the exception: its gradient norm is reduced by another kernel and can
+    differ in the last bit, which moves a clipped run by rounding.)"""
+    specs = SPECS + [Spec("pre", "msgdw", 0.1, 1, clip=1.0)]
+    together = train_many(specs, **KW)
+    apart = {}
+    for standard in (True, False):
+        family = [s for s in specs if (s.norm == "pre") == standard]
+        apart.update(zip(family, train_many(family, **KW), strict=True))
+    for spec, a in zip(specs, together, strict=True):
+        b = apart[spec]
+        assert np.array_equal(a.train_losses, b.train_losses), spec
+        assert np.array_equal(a.grad_norms, b.grad_norms), spec
+        assert a.final_val_loss == b.final_val_loss, spec
+        for (n, p), q in zip(a.model.named_parameters(), b.model.parameters(), strict=True):
+            assert torch.equal(p, q), n
