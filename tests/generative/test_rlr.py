@@ -209,7 +209,10 @@ def test_smoke_report_has_every_claim_and_chart(smoke_report):
     rep = smoke_report("rlr", 1)
     names = {c.name for c in rep.claims}
     assert {"h1_is_ddpo", "unbiased_ddpo", "unbiased_rlr", "truncation_bias", "last_step_fo",
-            "variance_rlr_vs_ddpo", "finetune_rlr_vs_ddpo", "finetune_rlr_vs_trunc1"} <= names
+            "variance_rlr_vs_ddpo", "finetune_perstep_rlr_vs_ddpo",
+            "finetune_perstep_rlr_vs_trunc1"} <= names
+    # the shared adapter's fine-tuning is the stored "before", not run
+    assert not {"finetune_rlr_vs_ddpo", "finetune_rlr_vs_trunc1"} & names
     assert rep.claim("h1_is_ddpo").passed
     charts = rep.charts()
     assert set(charts) == {"bias_variance", "step_variance", "finetune", "cloud_slider"}
@@ -224,6 +227,31 @@ def test_smoke_report_has_every_claim_and_chart(smoke_report):
         assert nums[f"rlr_minus_{k}_lo"] <= nums[f"rlr_minus_{k}_hi"]
     # Experiment A runs one seed: its claims are single numbers, not medians over seeds
     assert rep.claim("variance_rlr_vs_ddpo").per_seed == ()
+    assert nums["before_n_runs"] == 5 and nums["before_rlr_vs_ddpo_k"] == 0
+
+
+def test_shared_before_is_consistent_with_its_own_runs():
+    """The stored shared-adapter run: its claims' medians and intervals are what ``Claim.paired``
+    gives for its own final fractions, and its block values for base seed 0 are those claims'."""
+    import pandas as pd
+
+    from iclr_lab.core.report import Claim
+    from iclr_lab.generative.rlr import experiments as ex
+    from iclr_lab.generative.rlr import shared_before
+
+    fin = pd.DataFrame(shared_before.FINETUNE, columns=["method", "seed", "lr", "step", "fraction",
+                                                        "reward"])
+    last = fin[fin.step == fin.step.max()].pivot(index="seed", columns="method", values="fraction")
+    assert list(last.index) == [0, 1, 2, 3, 4] and fin.step.max() == 150
+    for name, base, ctrl in (("finetune_rlr_vs_ddpo", ex.DDPO, ex.RLR),
+                             ("finetune_rlr_vs_trunc1", ex.TRUNC1, ex.DDPO)):
+        c = Claim.paired(name, "", list(last[ex.RLR_ZO]), list(last[base]), 0.0, ">", control="c",
+                         control_values=list(last[ctrl]))
+        stored = shared_before.CLAIMS[name]
+        assert c.measured == stored["measured"] and c.interval == stored["interval"]
+        assert c.control_measured == stored["control_measured"]
+        assert stored["blocks"][0][0] == 0 and stored["blocks"][0][1] == stored["measured"]
+        assert len(stored["blocks"]) == 8
 
 
 def test_book_scale_cloud_chart_fits_the_row_limit():

@@ -12,7 +12,9 @@ The chapter is ``book/generative/rlr.md``. The package splits in three:
 
 from iclr_lab.generative.rlr.diffusion import (
     ADAPTER_BOUND,
+    ADAPTERS,
     MODES,
+    PER_STEP_BOUND,
     TinyDiffusion,
     Trajectory,
     mode_fraction,
@@ -41,12 +43,14 @@ from iclr_lab.generative.rlr.experiments import (
 )
 
 __all__ = [
+    "ADAPTERS",
     "ADAPTER_BOUND",
     "COLORS",
     "GRAD_TARGET",
     "LR_GRID",
     "METHODS",
     "MODES",
+    "PER_STEP_BOUND",
     "TUNE_TARGET",
     "TinyDiffusion",
     "Trajectory",

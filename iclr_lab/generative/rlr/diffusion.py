@@ -3,10 +3,17 @@
 The reverse chain is written as a recursion with injected Gaussian noise (``rlr-eq-chain``):
 ``x_{t-1} = mu_theta(x_t, t) + sigma_t eps_t`` for ``t = T, ..., 1``, with ``sigma_t = sqrt(beta_t)``
 at *every* step (including the last), so that every step has a likelihood ratio. The denoiser is an
-MLP ``eps_theta(x, t)``; fine-tuning touches only an *adapter*: an additive change ``phi`` of the
-MLP's last linear layer, one adapter shared by all ``T`` steps, as LoRA weights are in the paper.
+MLP ``eps_theta(x, t)``; fine-tuning touches only an *adapter* ``phi``, of one of two kinds
+(``TinyDiffusion(adapter=...)``, or :meth:`TinyDiffusion.with_adapter` on a pretrained model):
 
-The adapter adds ``ADAPTER_BOUND * tanh(dW h + db)`` to the noise prediction, where ``h`` is the
+* ``"shared"`` (the default): an additive change of the MLP's last linear layer, one adapter shared
+  by all ``T`` steps, as LoRA weights are in the paper (below);
+* ``"per_step"``: one bounded drift per step, ``mu'_t = mu_theta(x_t, t) + PER_STEP_BOUND tanh(u_t)``
+  with ``u_t`` in R^2, so ``phi = (u_1, ..., u_T)`` has ``2 T`` numbers and step ``t`` uses only
+  ``u_t`` (the design of the chapter's spec, under which the early steps' credit cannot be
+  borrowed by the last step).
+
+The shared adapter adds ``ADAPTER_BOUND * tanh(dW h + db)`` to the noise prediction, where ``h`` is the
 last hidden layer. ``phi`` is a flat vector of ``2 * hidden + 2`` numbers (the weight change,
 row-major, then the bias change). Every function that takes it also accepts one adapter per
 sample, shape ``(n, d)``: that is how the estimators get per-trajectory gradients from one
@@ -15,6 +22,7 @@ backward pass (sample ``i`` only touches row ``i``).
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,10 +32,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from iclr_lab.core.validation import check_array, check_int, check_range, check_seed
+from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
 
-__all__ = ["ADAPTER_BOUND", "MODES", "TinyDiffusion", "Trajectory", "mode_fraction", "pretrain",
-           "sample_mixture", "target_reward"]
+__all__ = ["ADAPTERS", "ADAPTER_BOUND", "MODES", "PER_STEP_BOUND", "TinyDiffusion", "Trajectory",
+           "mode_fraction", "pretrain", "sample_mixture", "target_reward"]
 
 #: the four modes of the 2-D training data; the mixture's standard deviation is ``MODE_STD``
 MODES = np.array([[2.0, 0.0], [0.0, 2.0], [-2.0, 0.0], [0.0, -2.0]])
@@ -36,6 +44,11 @@ MODE_STD = 0.25
 #: (``rlr-eq-adapter``), so the last steps, whose coefficient ``beta_t / sqrt(1 - abar_t)`` is small,
 #: cannot move a sample far on their own
 ADAPTER_BOUND = 1.0
+#: the per-step adapter moves step ``t``'s mean by at most this much per coordinate
+#: (``rlr-eq-adapter-step``): the last step alone cannot carry a sample from one mode to another
+PER_STEP_BOUND = 0.3
+#: the adapter kinds of :class:`TinyDiffusion`
+ADAPTERS = ("shared", "per_step")
 
 Reward = Callable[[torch.Tensor], torch.Tensor]
 
@@ -142,13 +155,15 @@ class TinyDiffusion(nn.Module):
     ``beta_t`` is linear from ``beta_min`` to ``beta_max``; the reverse step is the DDPM mean
     ``mu = (x - beta_t / sqrt(1 - abar_t) eps) / sqrt(alpha_t)`` plus noise of std
     ``sigma_t = sqrt(beta_t)`` (``rlr-eq-chain``). ``mean(x, t, phi)`` evaluates it with the adapter
-    ``phi`` added to the last layer (``rlr-eq-adapter``).
+    ``phi``: added to the last layer (``adapter="shared"``, ``rlr-eq-adapter``), or as a bounded
+    drift of step ``t``'s mean (``adapter="per_step"``, ``rlr-eq-adapter-step``).
 
     Args:
         steps: number of denoising steps ``T`` (>= 2).
         hidden: width of the MLP's two hidden layers.
         beta_min, beta_max: the noise schedule's ends, ``0 < beta_min <= beta_max < 1``.
         seed: seeds the initial weights, in ``[0, 2**32 - 1]``.
+        adapter: ``"shared"`` or ``"per_step"`` (``ADAPTERS``; the module docstring).
 
     ``steps`` is in ``[2, 1000]`` and ``hidden`` in ``[2, 4096]``.
     """
@@ -161,8 +176,9 @@ class TinyDiffusion(nn.Module):
     freqs: torch.Tensor
 
     def __init__(self, steps: int = 20, hidden: int = 64, beta_min: float = 1e-3,
-                 beta_max: float = 0.25, seed: int = 0) -> None:
+                 beta_max: float = 0.25, seed: int = 0, adapter: str = "shared") -> None:
         super().__init__()
+        self.adapter = check_choice("adapter", adapter, ADAPTERS)
         self.steps = check_int("steps", steps, 2, 1000)
         self.hidden = check_int("hidden", hidden, 2, 4096)
         beta_min = check_range("beta_min", beta_min, 0.0, 1.0, low_open=True, high_open=True)
@@ -192,8 +208,20 @@ class TinyDiffusion(nn.Module):
 
     @property
     def adapter_size(self) -> int:
-        """``d = 2 * hidden + 2``: the number of adapter parameters."""
-        return 2 * self.hidden + 2
+        """``d``, the number of adapter parameters: ``2 * hidden + 2`` (shared), ``2 * T`` (per step)."""
+        return 2 * self.hidden + 2 if self.adapter == "shared" else 2 * self.steps
+
+    def with_adapter(self, adapter: str) -> TinyDiffusion:
+        """A copy of this model with an adapter of kind ``adapter`` (``ADAPTERS``) that shares the
+        trunk's weights and buffers (the same tensors, not copies): fine-tune a pretrained model's
+        per-step adapter with ``model.with_adapter("per_step")``."""
+        adapter = check_choice("adapter", adapter, ADAPTERS)
+        new = copy.copy(self)
+        # fresh module / parameter / buffer dicts (the tensors in them are shared)
+        new._modules, new._parameters = dict(self._modules), dict(self._parameters)
+        new._buffers = dict(self._buffers)
+        new.adapter = adapter
+        return new
 
     def zero_adapter(self) -> torch.Tensor:
         """The adapter ``phi = 0`` (the pretrained model)."""
@@ -212,8 +240,16 @@ class TinyDiffusion(nn.Module):
         return nn.functional.silu(self.l2(h))
 
     def eps(self, x: torch.Tensor, t: torch.Tensor | int, phi: torch.Tensor | None = None) -> torch.Tensor:
-        """The noise prediction ``eps_theta(x, t)`` with the adapter ``phi`` (shape (d,) or (n, d))."""
-        return self._eps(self.features(x, t), phi)
+        """The noise prediction ``eps_theta(x, t)`` with the adapter ``phi`` (shape (d,) or (n, d)).
+
+        For the per-step adapter it is the noise prediction that gives :meth:`mean`'s drifted mean,
+        ``eps_theta - (sqrt(alpha_t) / c_t) PER_STEP_BOUND tanh(u_t)`` (``c_t`` the mean's
+        noise coefficient), equal to :meth:`mean` up to rounding."""
+        if self.adapter == "shared" or phi is None:
+            return self._eps(self.features(x, t), phi)
+        i = t - 1 if not isinstance(t, torch.Tensor) else (t - 1)[:, None]
+        k = 1.0 / (self.eps_coef[i] * self.inv_sqrt_alpha[i])
+        return self.head(self.features(x, t)) - k * self._drift(t, phi)
 
     def _eps(self, h: torch.Tensor, phi: torch.Tensor | None, out: torch.Tensor | None = None,
              repeats: int = 1, zero: bool = False) -> torch.Tensor:
@@ -233,8 +269,37 @@ class TinyDiffusion(nn.Module):
             out = out + bounded
         return out
 
+    def _drift(self, t: torch.Tensor | int, phi: torch.Tensor, repeats: int = 1) -> torch.Tensor:
+        """The per-step adapter's drift ``PER_STEP_BOUND tanh(u_t)`` of step ``t`` (one step for
+        every row, or one per row) for ``phi`` of shape (2T,) or (n, 2T), the latter standing for
+        ``phi.repeat(repeats, 1)``; plain autograd (row ``i`` only touches row ``i`` of ``phi``)."""
+        T = self.steps
+        if phi.dim() == 1:
+            u = phi.view(T, 2)[t - 1]
+        else:
+            rows = (phi if repeats == 1 else phi.repeat(repeats, 1)).view(-1, T, 2)
+            if isinstance(t, torch.Tensor):
+                u = rows[torch.arange(rows.shape[0]), t - 1]
+            else:
+                u = rows[:, t - 1]
+        return PER_STEP_BOUND * torch.tanh(u)
+
+    def _step(self, x: torch.Tensor, t: torch.Tensor | int, h: torch.Tensor,
+              phi: torch.Tensor | None, out: torch.Tensor | None = None, repeats: int = 1,
+              zero: bool = False) -> torch.Tensor:
+        """:meth:`mean` from the features ``h`` of ``(x, t)`` (and ``out = head(h)`` if known);
+        ``repeats`` and ``zero`` as in :meth:`_eps`. The shared adapter's path is
+        ``_mean(x, t, _eps(h, phi, ...))``; the per-step adapter adds its drift to the trunk's mean."""
+        if self.adapter == "shared":
+            return self._mean(x, t, self._eps(h, phi, out, repeats=repeats, zero=zero))
+        mu = self._mean(x, t, self.head(h) if out is None else out)
+        return mu if phi is None else mu + self._drift(t, phi, repeats)
+
     def adapter_pre(self, h: torch.Tensor, phi: torch.Tensor) -> torch.Tensor:
-        """``dW h + db``, the adapter's output before its ``tanh`` bound (``rlr-eq-adapter``)."""
+        """``dW h + db``, the shared adapter's output before its ``tanh`` bound (``rlr-eq-adapter``)."""
+        if self.adapter != "shared":
+            raise ValueError("adapter_pre is the shared adapter's; this model's adapter is "
+                             f"{self.adapter!r}")
         H = self.hidden
         if phi.dim() == 1:
             return h @ phi[: 2 * H].view(2, H).T + phi[2 * H:]
@@ -243,7 +308,9 @@ class TinyDiffusion(nn.Module):
     def mean(self, x: torch.Tensor, t: torch.Tensor | int, phi: torch.Tensor | None = None) -> torch.Tensor:
         """The reverse-step mean ``mu_theta(x_t, t)`` of ``rlr-eq-chain``; ``t`` holds steps in 1..T
         (one per row, or one step for every row)."""
-        return self._mean(x, t, self.eps(x, t, phi))
+        if self.adapter == "shared":
+            return self._mean(x, t, self.eps(x, t, phi))
+        return self._step(x, t, self.features(x, t), phi)
 
     def _mean(self, x: torch.Tensor, t: torch.Tensor | int, eps: torch.Tensor) -> torch.Tensor:
         """:meth:`mean` from the noise prediction ``eps`` (``t``: one step per row, or one for all)."""
@@ -286,7 +353,7 @@ class TinyDiffusion(nn.Module):
             out = self.head(h)
             if feats is not None and heads is not None:
                 feats[t], heads[t] = h, out
-            xs[t - 1] = self._mean(xs[t], t, self._eps(h, p, out)) + zs[t]
+            xs[t - 1] = self._step(xs[t], t, h, p, out) + zs[t]
         return Trajectory(xs, zs, feats, heads)
 
     @torch.no_grad()

@@ -32,6 +32,7 @@ import torch
 from iclr_lab.core.validation import check_array, check_choice, check_int, check_range, check_seed
 from iclr_lab.generative.rlr.diffusion import (
     ADAPTER_BOUND,
+    PER_STEP_BOUND,
     TinyDiffusion,
     Trajectory,
 )
@@ -86,7 +87,7 @@ def _mean(model: TinyDiffusion, x: torch.Tensor, t: torch.Tensor | int, Phi: tor
     ``zero``), from the stored features ``h`` and trunk output ``out`` when given (the same
     numbers: they were computed from the same ``x`` and ``t``)."""
     h = model.features(x, t) if h is None else h
-    return model._mean(x, t, model._eps(h, Phi, out, repeats=repeats, zero=zero))
+    return model._step(x, t, h, Phi, out, repeats=repeats, zero=zero)
 
 
 def _lr_terms(model: TinyDiffusion, traj: Trajectory, Phi: torch.Tensor,
@@ -165,7 +166,9 @@ def estimate_gradient(method: str, model: TinyDiffusion, reward: Reward, n_sampl
             ``1..T-h`` for each trajectory, so it never contains the last step.
         zo: ``rlr`` only: zeroth-order terms (the paper's estimator) instead of LR on the steps
             outside the sub-chain and the last step.
-        zo_scale: the perturbation scale ``s`` of the zeroth-order terms (> 0).
+        zo_scale: the perturbation scale ``s`` of the zeroth-order terms (> 0). With the shared
+            adapter every ZO step perturbs all ``d`` parameters; with the per-step adapter step
+            ``t`` perturbs only its own ``u_t`` (2 numbers), so its ZO term's variance is far smaller.
         chain_len: ``rlr_code`` only: random LR steps per trajectory (1..T-1).
     """
     check_choice("method", method, METHODS)
@@ -223,6 +226,10 @@ def estimate_gradient(method: str, model: TinyDiffusion, reward: Reward, n_sampl
     delta = None
     if method == "rlr" and zo:
         delta = torch.randn(T + 1, n, d, generator=gen) * mask[:, :, None]
+        if model.adapter == "per_step":
+            # perturb only the parameters step t uses (u_t, 2 numbers): the others would add
+            # noise to step t's ZO term and nothing to its mean
+            delta = delta * _own_slices(T)[:, None, :]
         traj = model.trajectory(n, gen, rows, perturb=zo_scale * delta, features=True)
     else:
         traj = model.trajectory(n, gen, rows, features=True)
@@ -238,6 +245,13 @@ def estimate_gradient(method: str, model: TinyDiffusion, reward: Reward, n_sampl
     if delta is not None:
         g = g + adv[:, None] * delta.sum(0) / zo_scale
     return g
+
+
+def _own_slices(T: int) -> torch.Tensor:
+    """``(T + 1, 2 T)``: row ``t`` is 1 on the per-step adapter's slice ``u_t`` (row 0 all zeros)."""
+    own = torch.zeros(T + 1, T, 2)
+    own[torch.arange(1, T + 1), torch.arange(T)] = 1.0
+    return own.view(T + 1, 2 * T)
 
 
 def step_terms(model: TinyDiffusion, reward: Reward, n_samples: int, step: int, *,
@@ -301,9 +315,12 @@ def lr_step_closed_form(model: TinyDiffusion, traj: Trajectory, adv: torch.Tenso
                         phi: torch.Tensor) -> torch.Tensor:
     """The DDPO term of one step written out, no autograd (``rlr-eq-lr``).
 
-    ``mu = (x - c_t eps) / sqrt(alpha_t)`` with ``eps = W h + b + A tanh(u)``, ``u = dW h + db``, so
+    Shared adapter: ``mu = (x - c_t eps) / sqrt(alpha_t)`` with ``eps = W h + b + A tanh(u)``,
+    ``u = dW h + db``, so
     ``d mu / d dW = -(c_t A / sqrt(alpha_t)) (1 - tanh(u)^2) e_k h^T``: the term is
     ``-(R - b) (c_t A / sqrt(alpha_t)) [outer(v, h_t), v]`` with ``v = (1 - tanh(u)^2) z_t / sigma_t^2``.
+    Per-step adapter: ``mu' = mu + B tanh(u_t)``, so the term is ``(R - b) B (1 - tanh(u_t)^2)
+    z_t / sigma_t^2`` on the slice ``u_t`` and zero elsewhere.
 
     ``traj`` holds ``n`` chains of ``model``; ``adv`` is finite, shape ``(n,)``; ``step`` is in
     ``1..T``; ``phi`` is finite, shape ``(d,)`` or ``(n, d)``.
@@ -318,6 +335,12 @@ def lr_step_closed_form(model: TinyDiffusion, traj: Trajectory, adv: torch.Tenso
     step = check_int("step", step, 1, T)
     phi = _check_phi(phi, model, rows=n)
     i = step - 1
+    if model.adapter == "per_step":
+        u = phi.view(-1, T, 2)[:, i]
+        v = (1 - torch.tanh(u) ** 2) * traj.zs[step] / model.sigmas[i] ** 2
+        g = torch.zeros(n, T, 2)
+        g[:, i] = adv[:, None] * PER_STEP_BOUND * v
+        return g.view(n, 2 * T)
     with torch.no_grad():
         hfeat = model.features(traj.xs[step], step)
         u = model.adapter_pre(hfeat, phi)

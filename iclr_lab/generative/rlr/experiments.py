@@ -2,9 +2,10 @@
 
 * Experiment A: every estimator's bias and variance at the pretrained model, against the exact
   gradient ``g*`` (the mean of many full-backprop gradients);
-* Experiment B: fine-tuning the shared adapter towards one mode with each estimator, every method's
-  learning rate picked from the same grid by ``core.tuning.tune`` on a tuning seed, five seeds run
-  side by side;
+* Experiment B: fine-tuning the per-step adapter (``TinyDiffusion.with_adapter("per_step")``)
+  towards one mode with each estimator, every method's learning rate picked from the same grid by
+  ``core.tuning.tune`` on a tuning seed, five seeds run side by side (the shared adapter's run,
+  no longer repeated, is stored in :mod:`~iclr_lab.generative.rlr.shared_before`);
 * the half-order check (``ho_credit``): HO(2) at a fixed start against the summed per-step
   pathwise credits it estimates.
 
@@ -27,7 +28,7 @@ from iclr_lab.core.report import Claim, Report, timed
 from iclr_lab.core.scales import pick, seed_everything
 from iclr_lab.core.tuning import tune, tuning_seeds
 from iclr_lab.core.validation import check_int, check_seed
-from iclr_lab.generative.rlr.diffusion import TinyDiffusion, pretrain, target_reward
+from iclr_lab.generative.rlr.diffusion import PER_STEP_BOUND, TinyDiffusion, pretrain, target_reward
 from iclr_lab.generative.rlr.estimators import estimate_gradient, finetune, step_terms
 
 if TYPE_CHECKING:
@@ -67,10 +68,13 @@ TRUNC_KS = (1, 2, 5, 10)
 TUNED: dict[str, tuple[str, dict[str, Any]]] = {
     TRUNC1: ("truncated", {"K": 1}), DDPO: ("ddpo", {}), RLR: ("rlr", {"h": 2}),
     RLR_ZO: ("rlr", {"h": 2, "zo": True})}
-#: the regime of the fine-tuning claims (the paper's, Stable Diffusion with LoRA, is out of reach)
-REGIME = ("chapter's: a 2-D DDPM with T = 20 steps, one bounded adapter shared by every step, "
-          "150 Adam steps of 32 trajectories; the paper's (Stable Diffusion 1.4 with LoRA, aesthetic "
-          "/ HPS rewards) is not run")
+#: the regime of the per-step fine-tuning claims (the chapter's spec's design, not the paper's)
+REGIME_PERSTEP = ("chapter's per-step adapter, not the paper's regime: the same 2-D DDPM and trunk, "
+                  "one bounded drift of the mean per step (2 numbers, at most 0.3 per coordinate, "
+                  "40 in all), 150 Adam steps of 32 trajectories; the paper's analogue is the "
+                  "shared-adapter pair")
+#: suffix of the per-step adapter's tuning records
+PER_STEP = ", per-step adapter"
 
 
 @dataclass(frozen=True)
@@ -228,6 +232,40 @@ def _pretrained(steps: int, seed: int) -> TinyDiffusion:
     return model
 
 
+def _finetune_all(model: TinyDiffusion, reward: Callable[[torch.Tensor], torch.Tensor],
+                  size: _Sizes, seed: int
+                  ) -> tuple[list[pd.DataFrame], list[Any], list[pd.DataFrame], list[pd.DataFrame]]:
+    """Experiment B for ``model``'s adapter: every method of ``TUNED`` picks its rate from
+    ``LR_GRID`` (``core.tuning.tune`` on ``tuning_seeds(seed, 1)``), then runs ``size.runs`` seeds
+    from ``seed``. Returns the tuning scores, the tuning records (each labelled with the method and,
+    for the per-step adapter, ``PER_STEP``), the logs and the sample clouds of the first seed."""
+    tuning, tuned, logs, clouds = [], [], [], []
+    suffix = PER_STEP if model.adapter == "per_step" else ""
+    snaps = tuple(range(0, size.tune_steps + 1, size.snapshot_every))
+    tune_seed = tuning_seeds(seed, 1)[0]
+    for label, (method, kw) in progress(TUNED.items(), desc=f"fine-tuning{suffix}"):
+
+        def score(grid: Sequence[float], method: str = method, kw: dict[str, Any] = kw,
+                  label: str = label) -> list[float]:
+            log, _ = finetune(method, model, reward, steps=size.tune_steps, lr=list(grid),
+                              seed=tune_seed, target=TUNE_TARGET, eval_every=size.tune_steps,
+                              **kw)
+            final = log[log.step == size.tune_steps]
+            tuning.append(final.assign(method=label)[["method", "lr", "fraction"]])
+            return [-float(v) for v in final.fraction]
+
+        choice = tune(label + suffix, score, LR_GRID[len(LR_GRID) // 2], grid=LR_GRID)
+        tuned.append(choice)
+        best = float(choice.choice)
+        log, cl = finetune(method, model, reward, steps=size.tune_steps, lr=best, runs=size.runs,
+                           seed=seed, target=TUNE_TARGET, eval_every=size.eval_every,
+                           snapshots=snaps, **kw)
+        logs.append(log.assign(method=label, seed=seed + log.run))
+        for k, pts in cl.items():
+            clouds.append(pd.DataFrame({"method": label, "step": k, "x": pts[:, 0], "y": pts[:, 1]}))
+    return tuning, tuned, logs, clouds
+
+
 def reproduce(scale: str = "book", seed: int = 0) -> Report:
     """Run Experiments A and B at ``scale`` and return the report.
 
@@ -245,30 +283,11 @@ def reproduce(scale: str = "book", seed: int = 0) -> Report:
                             n_zo=size.n_zo, seed=seed)
         steps_df, h1_gap = _step_variance(model, size.n_other, seed)
         ho = ho_credit(model, n_ho=size.n_ho, n_fo=size.n_ho_fo, seed=seed)
-        reward = target_reward(TUNE_TARGET)
-        tuning, tuned, logs, clouds = [], [], [], []
-        snaps = tuple(range(0, size.tune_steps + 1, size.snapshot_every))
-        tune_seed = tuning_seeds(seed, 1)[0]
-        for label, (method, kw) in progress(TUNED.items(), desc="fine-tuning"):
-
-            def score(grid: Sequence[float], method: str = method, kw: dict[str, Any] = kw,
-                      label: str = label) -> list[float]:
-                log, _ = finetune(method, model, reward, steps=size.tune_steps, lr=list(grid),
-                                  seed=tune_seed, target=TUNE_TARGET, eval_every=size.tune_steps,
-                                  **kw)
-                final = log[log.step == size.tune_steps]
-                tuning.append(final.assign(method=label)[["method", "lr", "fraction"]])
-                return [-float(v) for v in final.fraction]
-
-            choice = tune(label, score, LR_GRID[len(LR_GRID) // 2], grid=LR_GRID)
-            tuned.append(choice)
-            best = float(choice.choice)
-            log, cl = finetune(method, model, reward, steps=size.tune_steps, lr=best, runs=size.runs,
-                               seed=seed, target=TUNE_TARGET, eval_every=size.eval_every,
-                               snapshots=snaps, **kw)
-            logs.append(log.assign(method=label, seed=seed + log.run))
-            for k, pts in cl.items():
-                clouds.append(pd.DataFrame({"method": label, "step": k, "x": pts[:, 0], "y": pts[:, 1]}))
+        # Experiment B: the per-step adapter on the pretrained trunk. The shared adapter's run
+        # (``_finetune_all(model, ...)``) is not repeated here, for the CPU budget: its results
+        # are the stored "before" of ``shared_before``
+        tuning, tuned, logs, clouds = _finetune_all(model.with_adapter("per_step"),
+                                                    target_reward(TUNE_TARGET), size, seed)
     tables = {
         "estimators": est,
         "step_variance": steps_df,
@@ -287,6 +306,39 @@ def _rows(df: pd.DataFrame, key: str) -> dict[str, dict[str, Any]]:
     """``{df[key]: {column: value}}``: one dict per row of a table with unique ``key`` values."""
     return {str(k): {str(c): x for c, x in v.items()}
             for k, v in df.set_index(key).to_dict("index").items()}
+
+
+def _finetune_claims(prefix: str, adapter: str, fin: pd.DataFrame, steps: int, regime: str,
+                     expected: tuple[bool, bool]) -> list[Claim]:
+    """The two fine-tuning claims of one adapter (``fin``: final fractions, seeds x methods): RLR
+    with ZO against DDPO (control: RLR, LR in place of ZO) and against truncated K = 1 (control:
+    DDPO), judged on the paired per-seed differences; ``expected`` for the two, in that order."""
+    zo = ", each ZO step perturbing its own 2 parameters" if adapter == "per-step" else ""
+    return [
+        Claim.paired(
+            f"finetune_{prefix}rlr_vs_ddpo",
+            f"With the {adapter} adapter, after {steps} fine-tuning steps RLR as the paper defines "
+            f"it (FO last step, HO(2), ZO elsewhere{zo}) puts more samples in the target region "
+            "than DDPO: the paired per-seed difference RLR - DDPO is above 0, its 95% t interval "
+            "included; every method's Adam rate from the same 5-point grid 0.003-0.3 on a tuning "
+            "seed (core.tuning)",
+            list(fin[RLR_ZO]), list(fin[DDPO]), 0.0, ">",
+            "Table 2: RLR above DDPO on every reward (e.g. aesthetic 6.65 vs 5.52)",
+            expected=expected[0], kind="paper", source="prior",
+            control=f"{RLR}, tuned on the same grid", control_values=list(fin[RLR]),
+            regime=regime),
+        Claim.paired(
+            f"finetune_{prefix}rlr_vs_trunc1",
+            f"With the {adapter} adapter, after {steps} steps RLR as the paper defines it puts more "
+            "samples in the target region than truncated backprop with K = 1: paired difference "
+            "> 0, its 95% t interval included; same tuning",
+            list(fin[RLR_ZO]), list(fin[TRUNC1]), 0.0, ">",
+            "Table 5: full RLR above 'w/o HO & ZO' (one-step truncated backprop), e.g. "
+            "aesthetic 6.65 vs 5.78",
+            expected=expected[1], kind="paper", source="prior",
+            control=f"{DDPO}, tuned on the same grid", control_values=list(fin[DDPO]),
+            regime=regime),
+    ]
 
 
 def _claims(t: dict[str, pd.DataFrame], h1_gap: float, size: _Sizes) -> list[Claim]:
@@ -311,28 +363,20 @@ def _claims(t: dict[str, pd.DataFrame], h1_gap: float, size: _Sizes) -> list[Cla
             control_measured=float(est[RLR]["rel_var"] / est[DDPO]["rel_var"]),
             regime="chapter's: the 2-D DDPM at its pretrained model, one seed, 4,096 (ZO) and 40,000 "
                    "(DDPO, no-ZO) trajectories; the paper's (Stable Diffusion) is not run"),
-        Claim.paired(
-            "finetune_rlr_vs_ddpo",
-            f"After {size.tune_steps} fine-tuning steps RLR as the paper defines it (FO last step, "
-            "HO(2), ZO elsewhere) puts more samples in the target region than DDPO: the paired "
-            "per-seed difference RLR - DDPO is above 0, its 95% t interval included; every method's "
-            "Adam rate from the same 5-point grid 0.003-0.3 on a tuning seed (core.tuning)",
-            list(fin[RLR_ZO]), list(fin[DDPO]), 0.0, ">",
-            "Table 2: RLR above DDPO on every reward (e.g. aesthetic 6.65 vs 5.52)",
-            expected=False, kind="paper", source="prior",
-            control=f"{RLR}, tuned on the same grid", control_values=list(fin[RLR]),
-            regime=REGIME),
-        Claim.paired(
-            "finetune_rlr_vs_trunc1",
-            f"After {size.tune_steps} steps RLR as the paper defines it puts more samples in the "
-            "target region than truncated backprop with K = 1: paired difference > 0, its 95% t "
-            "interval included; same tuning",
-            list(fin[RLR_ZO]), list(fin[TRUNC1]), 0.0, ">",
-            "Table 5: full RLR above 'w/o HO & ZO' (one-step truncated backprop), e.g. "
-            "aesthetic 6.65 vs 5.78",
-            expected=False, kind="paper", source="prior",
-            control=f"{DDPO}, tuned on the same grid", control_values=list(fin[DDPO]),
-            regime=REGIME),
+        # The shared adapter's pair (finetune_rlr_vs_ddpo / _vs_trunc1, both not expected, both
+        # failing at every block) is no longer run: see ``shared_before``.
+        # The per-step pair (issue 23): the same protocol, grid, seeds, horizon, target and metric
+        # as the shared pair; thresholds and expectations set before any judging run. The spec's
+        # probe of this adapter (batch 128, lr 0.05) ended truncated K = 1 at 0.24 and DDPO at
+        # 0.89 of the samples in the target, the code recipe (FO + LR) at 0.80: the last step
+        # alone moves a sample by at most 0.3 per coordinate, so truncation cannot re-route the
+        # other modes, while any estimator that credits the early steps can. Hence RLR (with ZO)
+        # above truncated K = 1 is expected. Against DDPO it is not: the probe had DDPO at or
+        # above RLR's code recipe, and RLR's ZO terms, although they perturb only the 2 numbers
+        # of their own step here (not 130), still have a per-step variance of order
+        # 2 E[(R - b)^2] / s^2 at s = 0.05, larger than a likelihood ratio's.
+        *_finetune_claims("perstep_", "per-step", fin, size.tune_steps, REGIME_PERSTEP,
+                          (False, True)),
         Claim("unbiased_ddpo",
               "DDPO's mean gradient is within 3 standard errors of the exact gradient g*: "
               "||mean - g*|| / SE <= 3 (SE includes g*'s own)",
@@ -402,23 +446,12 @@ def _claims(t: dict[str, pd.DataFrame], h1_gap: float, size: _Sizes) -> list[Cla
 
 def numbers(report: Report) -> dict[str, float]:
     """Numbers the chapter's prose quotes that are not a claim's value, from ``report.tables``
-    (medians over seeds where there are seeds)."""
+    (medians over seeds where there are seeds), the shared adapter's stored run (``before_*``,
+    from ``shared_before``) and the stability table (``stab_*``)."""
     t = report.tables
     est = _rows(t["estimators"], "estimator")
-    fin = t["finetune"]
-    last = fin[fin.step == fin.step.max()]
-    med = last.groupby("method").fraction.median()
-    lo = last.groupby("method").fraction.min()
-    hi = last.groupby("method").fraction.max()
-    start = float(fin[fin.step == 0].fraction.median())
-    tun = t["tuning"]
-    best = {t.method: float(t.choice) for t in report.tuning}
-    if not best:  # a report read back without its tuning records
-        best = {str(m): float(g.sort_values(["fraction", "lr"], ascending=[False, True]).lr.iloc[0])
-                for m, g in tun.groupby("method")}
     sv = t["step_variance"].set_index(["step", "estimator"]).variance
     out: dict[str, float] = {
-        "frac_start": start,
         "zo_half_width": float(est[RLR_ZO]["half_width"]),
         "zo_rel_var": float(est[RLR_ZO]["rel_var"]),
         "zo_bias": float(est[RLR_ZO]["rel_bias"]),
@@ -441,34 +474,65 @@ def numbers(report: Report) -> dict[str, float]:
         "last_share": float(sv[(1, "LR (DDPO)")]) / (float(est[DDPO]["rel_var"])
                                                      * float(est[DDPO]["g_star_norm"]) ** 2),
     }
-    # paired differences RLR minus each baseline at the last step, one per seed
-    pair = last.pivot(index="seed", columns="method", values="fraction")
-    for m, k in ((DDPO, "ddpo"), (TRUNC1, "trunc1")):
-        diff = pair[RLR_ZO] - pair[m]
-        out[f"rlr_below_{k}"] = float((diff < 0).sum())
-        out[f"rlr_minus_{k}_lo"] = float(diff.min())
-        out[f"rlr_minus_{k}_hi"] = float(diff.max())
-    out["n_runs"] = float(len(pair))
     for K in TRUNC_KS:
         for col, key in (("rel_bias", "bias"), ("cosine", "cos"), ("rel_norm", "len")):
             out[f"trunc{K}_{key}"] = float(est[f"{TRUNC} = {K}"][col])
     # the angle between truncated K = 1's mean and g*, in degrees
     out["trunc1_angle"] = float(np.degrees(np.arccos(np.clip(out["trunc1_cos"], -1.0, 1.0))))
-    keys = {TRUNC1: "trunc1", DDPO: "ddpo", RLR: "rlr", RLR_ZO: "rlr_zo"}
-    # the common ceiling of the methods without ZO terms (min and max over their seeds)
-    out["frac_ceiling_lo"] = float(lo[[TRUNC1, DDPO, RLR]].min())
-    out["frac_ceiling_hi"] = float(hi[[TRUNC1, DDPO, RLR]].max())
-    for m, k in keys.items():
-        out[f"frac_{k}"] = float(med[m])
-        out[f"frac_{k}_lo"] = float(lo[m])
-        out[f"frac_{k}_hi"] = float(hi[m])
-        out[f"lr_{k}"] = best[m]
-    # RLR with ZO: its first seed (the cloud chart's run) and its tuning-seed scores over the grid
-    out["frac_rlr_zo_first"] = float(pair[RLR_ZO].loc[pair.index.min()])
-    zo_tun = tun[tun.method == RLR_ZO]
-    out["tune_rlr_zo_best"] = float(zo_tun[np.isclose(zo_tun.lr, best[RLR_ZO])].fraction.iloc[0])
-    out["tune_rlr_zo_min"] = float(zo_tun.fraction.min())
+    best = {r.method.removesuffix(PER_STEP): float(r.choice) for r in report.tuning}
+    out.update(_finetune_numbers(t["finetune"], t["tuning"], best))
+    out["per_step_bound"] = PER_STEP_BOUND
+    out["per_step_d"] = float(2 * TinyDiffusion().steps)
+    # the shared adapter's stored run (the "before"): its numbers under the prefix before_
+    from iclr_lab.generative.rlr import shared_before
+
+    fin = pd.DataFrame(shared_before.FINETUNE, columns=["method", "seed", "lr", "step", "fraction",
+                                                        "reward"])
+    tun = pd.DataFrame(shared_before.TUNING, columns=["method", "lr", "fraction"])
+    prev = _finetune_numbers(fin, tun, {})
+    out.update({f"before_{k}": v for k, v in prev.items()})
+    for name, c in shared_before.CLAIMS.items():
+        key = name.removeprefix("finetune_")
+        out[f"before_{key}"] = float(c["measured"])
+        out[f"before_{key}_lo"], out[f"before_{key}_hi"] = map(float, c["interval"])
+        out[f"before_{key}_ctrl"] = float(c["control_measured"])
+        out[f"before_{key}_ctrl_lo"], out[f"before_{key}_ctrl_hi"] = map(float, c["control_interval"])
+        out[f"before_{key}_k"] = float(sum(b[2] for b in c["blocks"]))
+        out[f"before_{key}_ctrl_k"] = float(sum(b[4] for b in c["blocks"]))
     out.update(_stability_numbers())
+    return out
+
+
+def _finetune_numbers(fin: pd.DataFrame, tun: pd.DataFrame,
+                      best: dict[str, float]) -> dict[str, float]:
+    """Experiment B's numbers from its log ``fin`` and tuning scores ``tun``: each method's final
+    fraction (median, min, max over seeds), its rate (``best``, else the tuning table's best),
+    the best score of its grid on the tuning seed, RLR with ZO's paired differences and the spread
+    of the three methods without ZO."""
+    last = fin[fin.step == fin.step.max()]
+    pair = last.pivot(index="seed", columns="method", values="fraction")
+    out: dict[str, float] = {"frac_start": float(fin[fin.step == 0].fraction.median()),
+                             "n_runs": float(len(pair))}
+    for m, k in {TRUNC1: "trunc1", DDPO: "ddpo", RLR: "rlr", RLR_ZO: "rlr_zo"}.items():
+        out[f"frac_{k}"] = float(pair[m].median())
+        out[f"frac_{k}_lo"] = float(pair[m].min())
+        out[f"frac_{k}_hi"] = float(pair[m].max())
+        g = tun[tun.method == m]
+        lr = best.get(m)
+        if lr is None:  # no tuning records: the best score of the grid, the smaller rate on ties
+            lr = float(g.sort_values(["fraction", "lr"], ascending=[False, True]).lr.iloc[0])
+        out[f"lr_{k}"] = lr
+        out[f"tune_{k}_best"] = float(g[np.isclose(g.lr, lr)].fraction.iloc[0])
+        out[f"tune_{k}_min"] = float(g.fraction.min())
+    for m, k in ((DDPO, "ddpo"), (TRUNC1, "trunc1")):
+        diff = pair[RLR_ZO] - pair[m]
+        out[f"rlr_below_{k}"] = float((diff < 0).sum())
+        out[f"rlr_minus_{k}_lo"] = float(diff.min())
+        out[f"rlr_minus_{k}_hi"] = float(diff.max())
+    # the spread of the methods without ZO terms (min and max over their seeds)
+    out["frac_nozo_lo"] = float(pair[[TRUNC1, DDPO, RLR]].min().min())
+    out["frac_nozo_hi"] = float(pair[[TRUNC1, DDPO, RLR]].max().max())
+    out["frac_rlr_zo_first"] = float(pair[RLR_ZO].loc[pair.index.min()])
     return out
 
 
@@ -487,10 +551,14 @@ def _stability_numbers() -> dict[str, float]:
 
     out: dict[str, float] = {"stab_blocks": float(table["blocks"])}
     for key, name, field in (("nozo", "variance_rlr_nozo", "measured"),
-                             ("ctrl_ddpo", "finetune_rlr_vs_ddpo", "control_measured"),
-                             ("ctrl_trunc", "finetune_rlr_vs_trunc1", "control_measured"),
                              ("unb_res", "unbiased_resolution", "measured"),
-                             ("ho_res", "ho_resolution", "measured")):
+                             ("ho_res", "ho_resolution", "measured"),
+                             ("ps_ddpo", "finetune_perstep_rlr_vs_ddpo", "measured"),
+                             ("ps_ctrl_ddpo", "finetune_perstep_rlr_vs_ddpo", "control_measured"),
+                             ("ps_trunc", "finetune_perstep_rlr_vs_trunc1", "measured"),
+                             ("ps_ctrl_trunc", "finetune_perstep_rlr_vs_trunc1", "control_measured")):
+        if name not in c:  # a table made before the claim existed
+            continue
         v = vals(name, field)
         out[f"stab_{key}_lo"], out[f"stab_{key}_hi"] = min(v), max(v)
     out["stab_nozo_below"] = float(sum(v < 1 for v in vals("variance_rlr_nozo")))
@@ -499,7 +567,8 @@ def _stability_numbers() -> dict[str, float]:
 
 def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     """The chapter's charts: ``bias_variance`` (Experiment A), ``step_variance`` (FO against LR per
-    step), ``finetune`` (Experiment B, medians over seeds) and ``cloud_slider`` (the samples moving
+    step), ``finetune`` (Experiment B, medians over seeds: the per-step adapter's run beside the
+    shared adapter's stored one) and ``cloud_slider`` (the samples moving
     during fine-tuning, with a slider over steps that works on the static page)."""
     import altair as alt
 
@@ -551,16 +620,25 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         tooltip=["step", "estimator", alt.Tooltip("variance:Q", format=".3g")],
     ).properties(width=440, height=260, title="Per-step variance: pathwise against likelihood ratio")
 
-    fin = t["finetune"]
-    finetune_chart = curves(fin, x="step", y="fraction", color="method", center="median",
-                            highlight=RLR, colors=COLORS, x_title="fine-tuning step",
-                            y_title="fraction of samples in the target mode", color_title="method",
-                            title="Fine-tuning towards one mode (median over seeds, band min–max)")
-    # DDPO's median runs under RLR's thick line after the first steps: redraw it dashed on top
-    ddpo_med = (fin[fin.method == DDPO].groupby("step", as_index=False).fraction.median())
-    dashed = alt.Chart(ddpo_med).mark_line(strokeDash=[6, 4], strokeWidth=2,
-                                           color=COLORS[DDPO]).encode(x="step:Q", y="fraction:Q")
-    finetune_chart.layer = [*finetune_chart.layer, dashed]
+    from iclr_lab.generative.rlr import shared_before
+
+    before = pd.DataFrame(shared_before.FINETUNE, columns=["method", "seed", "lr", "step",
+                                                           "fraction", "reward"])
+    panels = []
+    for fin, name in ((t["finetune"], "per-step adapter (this run)"),
+                      (before, "shared adapter (stored run before issue 23)")):
+        panel = curves(fin, x="step", y="fraction", color="method", center="median",
+                       highlight=RLR, colors=COLORS, x_title="fine-tuning step",
+                       y_title="fraction of samples in the target mode", color_title="method",
+                       title=name)
+        # DDPO's median runs under RLR's thick line: redraw it dashed on top
+        ddpo_med = fin[fin.method == DDPO].groupby("step", as_index=False).fraction.median()
+        dashed = alt.Chart(ddpo_med).mark_line(strokeDash=[6, 4], strokeWidth=2,
+                                               color=COLORS[DDPO]).encode(x="step:Q", y="fraction:Q")
+        panel.layer = [*panel.layer, dashed]
+        panels.append(panel.properties(width=300))
+    finetune_chart = alt.hconcat(*panels).resolve_scale(y="shared").properties(
+        title="Fine-tuning towards one mode (median over seeds 0-4, band min-max)")
 
     cl = t["clouds"]
     steps = sorted(cl.step.unique())
@@ -581,7 +659,8 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
     cloud_chart = alt.layer(base, ring).properties(width=190, height=190).facet(
         facet=alt.Facet("method:N", title=None, sort=list(TUNED)), columns=2,
         data=cl).add_params(slider).properties(
-        title="Samples of the first seed during fine-tuning (dashed circle: the target region)")
+        title="Samples of the first seed during fine-tuning with the per-step adapter (dashed "
+              "circle: the target region)")
     return {"bias_variance": bias_variance_chart, "step_variance": step_chart,
             "finetune": finetune_chart, "cloud_slider": cloud_chart}
 
