@@ -479,8 +479,11 @@ def numbers(report: Report) -> dict[str, float]:
             out[f"trunc{K}_{key}"] = float(est[f"{TRUNC} = {K}"][col])
     # the angle between truncated K = 1's mean and g*, in degrees
     out["trunc1_angle"] = float(np.degrees(np.arccos(np.clip(out["trunc1_cos"], -1.0, 1.0))))
-    best = {r.method.removesuffix(PER_STEP): float(r.choice) for r in report.tuning}
-    out.update(_finetune_numbers(t["finetune"], t["tuning"], best))
+    out.update(_finetune_numbers(t["finetune"], t["tuning"]))
+    for claim in report.claims:  # the paired controls' intervals (glue_report has their medians)
+        if claim.name.startswith("finetune_") and claim.control_interval is not None:
+            lo, hi = claim.control_interval
+            out[f"{claim.name}_ctrl_lo"], out[f"{claim.name}_ctrl_hi"] = float(lo), float(hi)
     out["per_step_bound"] = PER_STEP_BOUND
     out["per_step_d"] = float(2 * TinyDiffusion().steps)
     # the shared adapter's stored run (the "before"): its numbers under the prefix before_
@@ -489,7 +492,7 @@ def numbers(report: Report) -> dict[str, float]:
     fin = pd.DataFrame(shared_before.FINETUNE, columns=["method", "seed", "lr", "step", "fraction",
                                                         "reward"])
     tun = pd.DataFrame(shared_before.TUNING, columns=["method", "lr", "fraction"])
-    prev = _finetune_numbers(fin, tun, {})
+    prev = _finetune_numbers(fin, tun)
     out.update({f"before_{k}": v for k, v in prev.items()})
     for name, c in shared_before.CLAIMS.items():
         key = name.removeprefix("finetune_")
@@ -499,15 +502,17 @@ def numbers(report: Report) -> dict[str, float]:
         out[f"before_{key}_ctrl_lo"], out[f"before_{key}_ctrl_hi"] = map(float, c["control_interval"])
         out[f"before_{key}_k"] = float(sum(b[2] for b in c["blocks"]))
         out[f"before_{key}_ctrl_k"] = float(sum(b[4] for b in c["blocks"]))
+        for i, part in ((1, ""), (3, "_ctrl")):  # the spread over the stability blocks
+            out[f"before_{key}{part}_blocks_lo"] = float(min(b[i] for b in c["blocks"]))
+            out[f"before_{key}{part}_blocks_hi"] = float(max(b[i] for b in c["blocks"]))
     out.update(_stability_numbers())
     return out
 
 
-def _finetune_numbers(fin: pd.DataFrame, tun: pd.DataFrame,
-                      best: dict[str, float]) -> dict[str, float]:
+def _finetune_numbers(fin: pd.DataFrame, tun: pd.DataFrame) -> dict[str, float]:
     """Experiment B's numbers from its log ``fin`` and tuning scores ``tun``: each method's final
-    fraction (median, min, max over seeds), its rate (``best``, else the tuning table's best),
-    the best score of its grid on the tuning seed, RLR with ZO's paired differences and the spread
+    fraction (median, min, max over seeds), its rate (the judging runs'), that rate's score and
+    the grid's lowest score on the tuning seed, RLR with ZO's paired differences and the spread
     of the three methods without ZO."""
     last = fin[fin.step == fin.step.max()]
     pair = last.pivot(index="seed", columns="method", values="fraction")
@@ -518,9 +523,7 @@ def _finetune_numbers(fin: pd.DataFrame, tun: pd.DataFrame,
         out[f"frac_{k}_lo"] = float(pair[m].min())
         out[f"frac_{k}_hi"] = float(pair[m].max())
         g = tun[tun.method == m]
-        lr = best.get(m)
-        if lr is None:  # no tuning records: the best score of the grid, the smaller rate on ties
-            lr = float(g.sort_values(["fraction", "lr"], ascending=[False, True]).lr.iloc[0])
+        lr = float(last[last.method == m].lr.iloc[0])  # the rate the judging runs used
         out[f"lr_{k}"] = lr
         out[f"tune_{k}_best"] = float(g[np.isclose(g.lr, lr)].fraction.iloc[0])
         out[f"tune_{k}_min"] = float(g.fraction.min())
