@@ -639,8 +639,8 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
         dashed = alt.Chart(ddpo_med).mark_line(strokeDash=[6, 4], strokeWidth=2,
                                                color=COLORS[DDPO]).encode(x="step:Q", y="fraction:Q")
         panel.layer = [*panel.layer, dashed]
-        panels.append(panel.properties(width=300))
-    finetune_chart = alt.hconcat(*panels).resolve_scale(y="shared").properties(
+        panels.append(panel.properties(width=440, height=220))
+    finetune_chart = alt.vconcat(*panels).resolve_scale(y="shared").properties(
         title="Fine-tuning towards one mode (median over seeds 0-4, band min-max)")
 
     cl = t["clouds"]
