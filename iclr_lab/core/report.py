@@ -726,8 +726,11 @@ class Report:
             if c.seeds_passing is not None:
                 detail.append(f"<i>Seeds passing on their own:</i> {c.seeds_passing} of "
                               f"{len(c.per_seed)} (values {', '.join(f'{v:.3g}' for v in c.per_seed)})")
-            detail.append(f"<i>Threshold:</i> {esc(SOURCE_MEANING[c.source])}. <i>Status:</i> "
-                          f"{esc(c.status)}{'' if c.expected else ' (not expected to hold)'}.")
+            # the status is this run's (the base seed's judging seeds); the badge's verdict also
+            # weighs the seed blocks, so say which is which
+            detail.append(f"<i>Threshold:</i> {esc(SOURCE_MEANING[c.source])}. <i>At base seed "
+                          f"{self.seed}:</i> {esc(c.status)}"
+                          f"{'' if c.expected else ' (not expected to hold)'}.")
             # a long name breaks after an underscore, never inside a word
             name = (f"<details><summary><code style='overflow-wrap:break-word'>"
                     f"{esc(c.name).replace('_', '_<wbr>')}</code>"
