@@ -338,7 +338,7 @@ class Claim:
         """``measured`` with its min-max over seeds, e.g. ``0.74 [0.71-0.89]``; ``-0.83 [-1.67 to 2.22]``
         when a bound is negative (a dash between signed numbers reads as a minus). A paired
         comparison shows its interval instead: ``-0.02 (CI -0.03 to -0.01)``."""
-        return _value_text(self.measured, self.spread, self.interval)
+        return _value_text(self.measured, self.spread, self.interval, self.threshold)
 
     @property
     def control_text(self) -> str:
@@ -347,7 +347,7 @@ class Claim:
             return ""
         vals = [v for v in self.control_per_seed if not math.isnan(v)]
         spread = (min(vals), max(vals)) if len(self.control_per_seed) > 1 and vals else None
-        return _value_text(self.control_measured, spread, self.control_interval)
+        return _value_text(self.control_measured, spread, self.control_interval, self.threshold)
 
     def to_dict(self) -> dict[str, Any]:
         thr = list(self.threshold) if isinstance(self.threshold, tuple) else self.threshold
@@ -444,9 +444,21 @@ def _number(v: Any) -> float:
     return math.nan if v is None else float(v)
 
 
+def _shown(v: float, threshold: Any) -> str:
+    """``v`` to three significant digits, or more where three would print a threshold's value
+    that ``v`` is not (1.003 against ``< 1`` must not read as 1)."""
+    bounds = threshold if isinstance(threshold, tuple) else (threshold,)
+    ends = [float(b) for b in bounds if isinstance(b, int | float)]
+    for digits in (3, 4, 5, 6):
+        text = f"{v:.{digits}g}"
+        if not math.isfinite(v) or all(float(text) != b or v == b for b in ends):
+            return text
+    return text
+
+
 def _value_text(measured: float, spread: tuple[float, float] | None,
-                interval: tuple[float, float] | None) -> str:
-    text = f"{measured:.3g}"
+                interval: tuple[float, float] | None, threshold: Any = None) -> str:
+    text = _shown(measured, threshold)
     if interval is not None:
         lo, hi = interval
         return text + f" (CI {lo:.2g} to {hi:.2g})"

@@ -143,3 +143,16 @@ def test_headline_counts_only_paper_claims_and_lists_the_other_kinds():
 def test_pilot_thresholds_are_flagged():
     r = _report(_claim(0.5, name="a", source="pilot"))
     assert "<b>pilot</b>" in r._repr_html_()
+
+
+def test_a_value_is_never_printed_as_the_threshold_it_misses():
+    from iclr_lab.core.report import Claim
+
+    near = Claim("near", "a ratio below 1", 1.003, 1.0, "<", kind="sanity", source="prior",
+                 expected=False)
+    assert near.value_text == "1.003"
+    exact = Claim("exact", "a ratio below 1", 1.0, 1.0, "<", kind="sanity", source="prior",
+                  expected=False)
+    assert exact.value_text == "1"
+    assert Claim("far", "a ratio below 1", 0.7612, 1.0, "<", kind="sanity",
+                 source="prior").value_text == "0.761"
