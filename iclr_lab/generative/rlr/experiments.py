@@ -527,6 +527,8 @@ def _finetune_numbers(fin: pd.DataFrame, tun: pd.DataFrame) -> dict[str, float]:
         out[f"lr_{k}"] = lr
         out[f"tune_{k}_best"] = float(g[np.isclose(g.lr, lr)].fraction.iloc[0])
         out[f"tune_{k}_min"] = float(g.fraction.min())
+        # the grid's second-best score (is the chosen rate one peak, or a plateau?)
+        out[f"tune_{k}_second"] = float(g.fraction.sort_values().iloc[-2]) if len(g) > 1 else float("nan")
     for m, k in ((DDPO, "ddpo"), (TRUNC1, "trunc1")):
         diff = pair[RLR_ZO] - pair[m]
         out[f"rlr_below_{k}"] = float((diff < 0).sum())
@@ -565,6 +567,16 @@ def _stability_numbers() -> dict[str, float]:
         v = vals(name, field)
         out[f"stab_{key}_lo"], out[f"stab_{key}_hi"] = min(v), max(v)
     out["stab_nozo_below"] = float(sum(v < 1 for v in vals("variance_rlr_nozo")))
+    for key, name in (("ps_ddpo", "finetune_perstep_rlr_vs_ddpo"),
+                      ("ps_trunc", "finetune_perstep_rlr_vs_trunc1")):
+        if name not in c:
+            continue
+        ctrl = vals(name, "control_measured")
+        # blocks where the control's interval clears zero, its median is above zero, its mean
+        out[f"stab_{key}_ctrl_pass"] = float(sum(bool(e["control_passed"]) for e in c[name]))
+        out[f"stab_{key}_ctrl_pos"] = float(sum(v > 0 for v in ctrl))
+        out[f"stab_{key}_ctrl_mean"] = float(np.mean(ctrl))
+        out[f"stab_{key}_pass"] = float(sum(bool(e["passed"]) for e in c[name]))
     return out
 
 
@@ -629,7 +641,7 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
                                                            "fraction", "reward"])
     panels = []
     for fin, name in ((t["finetune"], "per-step adapter (this run)"),
-                      (before, "shared adapter (stored run before issue 23)")):
+                      (before, "shared adapter (stored run before the per-step adapter, seeds 0–4)")):
         panel = curves(fin, x="step", y="fraction", color="method", center="median",
                        highlight=RLR, colors=COLORS, x_title="fine-tuning step",
                        y_title="fraction of samples in the target mode", color_title="method",
@@ -640,8 +652,9 @@ def charts(report: Report) -> dict[str, alt.TopLevelMixin]:
                                                color=COLORS[DDPO]).encode(x="step:Q", y="fraction:Q")
         panel.layer = [*panel.layer, dashed]
         panels.append(panel.properties(width=440, height=220))
+    first, last = report.seed, report.seed + int(t["finetune"].seed.nunique()) - 1
     finetune_chart = alt.vconcat(*panels).resolve_scale(y="shared").properties(
-        title="Fine-tuning towards one mode (median over seeds 0-4, band min-max)")
+        title=f"Fine-tuning towards one mode (median over seeds {first}–{last}, band min-max)")
 
     cl = t["clouds"]
     steps = sorted(cl.step.unique())
