@@ -228,6 +228,18 @@ def test_smoke_report_has_every_claim_and_chart(smoke_report):
     # Experiment A runs one seed: its claims are single numbers, not medians over seeds
     assert rep.claim("variance_rlr_vs_ddpo").per_seed == ()
     assert nums["before_n_runs"] == 5 and nums["before_rlr_vs_ddpo_k"] == 0
+    # RLR with ZO tunes its ZO scale too: the rate grid at every s, one tuning record per s, and
+    # its judging runs use the chosen s (the other methods have none)
+    from iclr_lab.generative.rlr import experiments as ex
+
+    tun = rep.tables["tuning"]
+    assert set(tun[tun.method == ex.RLR_ZO].s) == set(ex.S_GRID)
+    assert tun[tun.method != ex.RLR_ZO].s.isna().all()
+    assert sum(t.method.startswith(ex.RLR_ZO) for t in rep.tuning) == len(ex.S_GRID)
+    assert nums["s_rlr_zo"] in ex.S_GRID
+    fin = rep.tables["finetune"]
+    assert set(fin[fin.method == ex.RLR_ZO].s) == {nums["s_rlr_zo"]}
+    assert nums["pre_s_s"] == 0.05
 
 
 def test_shared_before_is_consistent_with_its_own_runs():
