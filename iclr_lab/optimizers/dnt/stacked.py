@@ -101,9 +101,36 @@ class _Stack:
             rows_ = [init[name].detach() if name in init else torch.ones(p.shape, dtype=dtype)
                      for init in inits]
             self.params[name] = torch.stack(rows_).requires_grad_()
+        # the flat copy holds the decayed tensors (matrices and the embedding: one row per model)
+        # first, so that the decay is one product on its first columns
+        self.flat_names = sorted(self.params, key=lambda n: self.params[n].ndim <= 2)
+        self.n_decayed = sum(math.prod(self.params[n].shape[1:]) for n in self.flat_names
+                             if self.params[n].ndim > 2)
         self.flags = {f: torch.tensor([getattr(specs[k].placement, f) for k in rows])
                       for f in _FLAGS}
-        self.state: dict[str, dict[str, torch.Tensor]] = {"m": {}, "v": {}, "buf": {}}
+        self._pack()
+        # the optimizer state, one row per model, in the flat copy's columns
+        self.state: dict[str, torch.Tensor] = {s: torch.zeros_like(self.flat) for s in ("m", "v", "buf")}
+
+    def _pack(self) -> None:
+        """The flat copy ``(M, P)`` of the parameters that the optimizer updates (a few large
+        operations per step instead of a dozen per tensor), and the per-model norm flags as Python
+        truth values for :func:`_norm`."""
+        m = len(self.rows)
+        self.sizes = [math.prod(self.params[n].shape[1:]) for n in self.flat_names]
+        self.views = [self.params[n].detach().view(m, k)
+                      for n, k in zip(self.flat_names, self.sizes, strict=True)]
+        self.flat = torch.cat(self.views, dim=1)
+        self.any = {f: bool(v.any()) for f, v in self.flags.items()}
+        self.all = {f: bool(v.all()) for f, v in self.flags.items()}
+
+    def flat_grads(self, grads: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``grads`` (by parameter name) as one ``(M, P)`` tensor, in the flat copy's columns."""
+        return torch.cat([grads[n].reshape(grads[n].shape[0], -1) for n in self.flat_names], dim=1)
+
+    def unpack(self) -> None:
+        """Copy the updated flat copy back into the parameters."""
+        torch._foreach_copy_(self.views, list(self.flat.split(self.sizes, dim=1)))
 
     def keep(self, mask: list[bool]) -> None:
         """Drop the rows whose ``mask`` entry is False (params, optimizer state and flags)."""
@@ -112,20 +139,21 @@ class _Stack:
         self.params = {n: p.detach().index_select(0, idx).requires_grad_()
                        for n, p in self.params.items()}
         self.flags = {f: v.index_select(0, idx) for f, v in self.flags.items()}
-        self.state = {s: {n: t.index_select(0, idx) for n, t in d.items()}
-                      for s, d in self.state.items()}
+        self.state = {s: t.index_select(0, idx) for s, t in self.state.items()}
+        self._pack()
 
 
-def _norm(x: torch.Tensor, gain: torch.Tensor, on: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm of the last dimension with each model's gain, where the model has that norm.
+def _norm(x: torch.Tensor, gain: torch.Tensor, stack: _Stack, flag: str) -> torch.Tensor:
+    """RMSNorm of the last dimension with each model's gain, where the model has the norm ``flag``.
 
-    ``x`` has the models on its first dimension; ``gain`` is ``(M, k)``; ``on`` is ``(M,)`` bool.
+    ``x`` has the models on its first dimension; ``gain`` is ``(M, k)``.
     """
-    if not bool(on.any()):
+    if not stack.any[flag]:
         return x
+    on = stack.flags[flag]
     shape = (gain.shape[0],) + (1,) * (x.ndim - 2) + (gain.shape[1],)
-    y = F.rms_norm(x, (x.shape[-1],), eps=eps) * gain.view(shape)
-    if bool(on.all()):
+    y = F.rms_norm(x, (x.shape[-1],), eps=stack.config.norm_eps) * gain.view(shape)
+    if stack.all[flag]:
         return y
     return torch.where(on.view((-1,) + (1,) * (x.ndim - 1)), y, x)
 
@@ -133,31 +161,31 @@ def _norm(x: torch.Tensor, gain: torch.Tensor, on: torch.Tensor, eps: float) -> 
 def _hidden(stack: _Stack, params: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
     """The final hidden states ``(M, b * t, d)`` of every model on its own tokens ``(M, b, t)``
     (the logits are these times each model's tied embedding: :func:`_losses`)."""
-    cfg, fl, eps = stack.config, stack.flags, stack.config.norm_eps
+    cfg = stack.config
     m, b, t = tokens.shape
     d, h, dh, v = cfg.d_model, cfg.n_heads, cfg.head_dim, cfg.vocab
     offsets = (torch.arange(m) * v).view(m, 1, 1)
     embed = params["embed.weight"]
     x = F.embedding(tokens + offsets, embed.view(m * v, d)) + params["pos.weight"][:, :t].unsqueeze(1)
-    x = _norm(x, params["input_norm.weight"], fl["input_norm"], eps)      # (M, b, t, d)
+    x = _norm(x, params["input_norm.weight"], stack, "input_norm")      # (M, b, t, d)
     for i in range(cfg.n_layers):
         p = f"blocks.{i}."
-        a = _norm(x, params[p + "attn_prenorm.weight"], fl["attn_prenorm"], eps)
+        a = _norm(x, params[p + "attn_prenorm.weight"], stack, "attn_prenorm")
         qkv = torch.bmm(a.reshape(m, b * t, d), params[p + "attn.qkv.weight"].transpose(1, 2))
         q, k, val = (z.reshape(m, b, t, h, dh) for z in qkv.split(d, dim=-1))
-        q = _norm(q, params[p + "attn.q_norm.weight"], fl["qk_norm"], eps)
-        k = _norm(k, params[p + "attn.k_norm.weight"], fl["qk_norm"], eps)
+        q = _norm(q, params[p + "attn.q_norm.weight"], stack, "qk_norm")
+        k = _norm(k, params[p + "attn.k_norm.weight"], stack, "qk_norm")
         q, k, val = (z.reshape(m * b, t, h, dh).transpose(1, 2) for z in (q, k, val))
         y = F.scaled_dot_product_attention(q, k, val, is_causal=True)
         y = torch.bmm(y.transpose(1, 2).reshape(m, b * t, d),
                       params[p + "attn.out.weight"].transpose(1, 2))
-        x = x + _norm(y, params[p + "attn_midnorm.weight"], fl["mid_norm"], eps).view(m, b, t, d)
-        f = _norm(x, params[p + "ffn_prenorm.weight"], fl["ffn_prenorm"], eps).reshape(m, b * t, d)
+        x = x + _norm(y, params[p + "attn_midnorm.weight"], stack, "mid_norm").view(m, b, t, d)
+        f = _norm(x, params[p + "ffn_prenorm.weight"], stack, "ffn_prenorm").reshape(m, b * t, d)
         hid = torch.bmm(f, params[p + "ffn.fc.weight"].transpose(1, 2))
         hid = F.gelu(hid) if cfg.activation == "gelu" else F.relu(hid)
         f = torch.bmm(hid, params[p + "ffn.proj.weight"].transpose(1, 2))
-        x = x + _norm(f, params[p + "ffn_midnorm.weight"], fl["mid_norm"], eps).view(m, b, t, d)
-    x = _norm(x, params["final_norm.weight"], fl["final_norm"], eps)
+        x = x + _norm(f, params[p + "ffn_midnorm.weight"], stack, "mid_norm").view(m, b, t, d)
+    x = _norm(x, params["final_norm.weight"], stack, "final_norm")
     return x.reshape(m, b * t, d)
 
 
@@ -177,10 +205,13 @@ def _losses(stack: _Stack, tokens: torch.Tensor) -> torch.Tensor:
     x = _hidden(stack, stack.params, tokens[:, :, :-1])
     embed, targets = stack.params["embed.weight"], tokens[:, :, 1:]
     out = []
-    for i in range(0, x.shape[0], _CHUNK):
-        logits = torch.bmm(x[i:i + _CHUNK], embed[i:i + _CHUNK].transpose(1, 2))
-        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                             targets[i:i + _CHUNK].reshape(-1), reduction="none")
+    # split, not slices: the backward of a split is one concatenation, that of each slice a
+    # zero tensor of the whole size
+    for xs, es, ts in zip(x.split(_CHUNK), embed.split(_CHUNK), targets.split(_CHUNK),
+                          strict=True):
+        logits = torch.bmm(xs, es.transpose(1, 2))
+        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ts.reshape(-1),
+                             reduction="none")
         out.append(ce.view(logits.shape[0], -1).mean(1))
     return torch.cat(out)
 
@@ -251,7 +282,7 @@ def train_many(specs: Sequence[Spec], *, steps: int = 250, batch_size: int = 32,
         loss = _losses(stack, batch)
         names = list(stack.params)
         grads = _grads(loss, stack, names)
-        g = dict(zip(names, grads, strict=True))
+        g = stack.flat_grads(dict(zip(names, grads, strict=True)))
         m = len(stack.rows)
         per = torch.stack([torch.linalg.vector_norm(t.reshape(m, -1), dim=1) for t in grads])
         gnorm = torch.linalg.vector_norm(per, dim=0)
@@ -267,13 +298,13 @@ def train_many(specs: Sequence[Spec], *, steps: int = 250, batch_size: int = 32,
             if not stack.rows:
                 break
             idx = torch.tensor(keep, dtype=torch.long)
-            g = {n: t.index_select(0, idx) for n, t in g.items()}
+            g = g.index_select(0, idx)
             gnorm = gnorm.index_select(0, idx)
             specs_now = [specs[k] for k in stack.rows]
         clips = [math.inf if s.clip is None else s.clip for s in specs_now]
         if any(math.isfinite(c) for c in clips):
             coef = (torch.tensor(clips, dtype=gnorm.dtype) / (gnorm + 1e-6)).clamp(max=1.0)
-            g = {n: t * _col(coef.tolist(), t) for n, t in g.items()}
+            g = g * coef.view(-1, 1)
         mult = recipe.schedule(step, steps)
         _update(stack, g, [s.lr * mult for s in specs_now], [s.optimizer for s in specs_now],
                 recipe, step + 1, beta1, beta2)
@@ -339,32 +370,29 @@ def _probe(stack: _Stack, specs: Sequence[Spec], probe: dict[int, torch.Tensor],
 
 
 @torch.no_grad()
-def _update(stack: _Stack, grads: dict[str, torch.Tensor], lrs: list[float], opts: list[str],
-            recipe: Recipe, step: int, beta1: float, beta2: float) -> None:
-    """One optimizer step of every row: AdamW on the first rows, mSGDW on the rest."""
-    n_adam = sum(o == "adamw" for o in opts)
-    for name, p in stack.params.items():
-        g, decayed = grads[name], p.ndim > 2  # a matrix or an embedding (one row per model)
-        if n_adam:
-            pa, ga = p[:n_adam], g[:n_adam]
-            lr = _col(lrs[:n_adam], pa)
-            if decayed:
-                pa.mul_(1 - lr * recipe.adamw_weight_decay)
-            m = stack.state["m"].setdefault(name, torch.zeros_like(p))[:n_adam]
-            v = stack.state["v"].setdefault(name, torch.zeros_like(p))[:n_adam]
-            m.lerp_(ga, 1 - beta1)
-            v.mul_(beta2).addcmul_(ga, ga, value=1 - beta2)
-            bc1, bc2 = 1 - beta1 ** step, 1 - beta2 ** step
-            denom = (v.sqrt() / math.sqrt(bc2)).add_(1e-8)
-            pa.sub_(m / denom * (lr / bc1))
-        if n_adam < len(opts):
-            ps, gs = p[n_adam:], g[n_adam:]
-            lr = _col(lrs[n_adam:], ps)
-            if decayed:
-                ps.mul_(1 - lr * recipe.msgdw_weight_decay)
-            buf = stack.state["buf"].setdefault(name, torch.zeros_like(p))[n_adam:]
-            if step == 1:
-                buf.copy_(gs)
-            else:
-                buf.mul_(recipe.momentum).add_(gs)
-            ps.sub_(buf * lr)
+def _update(stack: _Stack, g: torch.Tensor, lrs: list[float], opts: list[str], recipe: Recipe,
+            step: int, beta1: float, beta2: float) -> None:
+    """One optimizer step of every row of the flat copy (gradient ``g``, the same shape): AdamW
+    on the first rows, mSGDW on the rest; then the parameters take the new values."""
+    n_adam, p, k = sum(o == "adamw" for o in opts), stack.flat, stack.n_decayed
+    if n_adam:
+        pa, ga = p[:n_adam], g[:n_adam]
+        lr = _col(lrs[:n_adam], pa)
+        pa[:, :k].mul_(1 - lr * recipe.adamw_weight_decay)
+        m, v = stack.state["m"][:n_adam], stack.state["v"][:n_adam]
+        m.lerp_(ga, 1 - beta1)
+        v.mul_(beta2).addcmul_(ga, ga, value=1 - beta2)
+        bc1, bc2 = 1 - beta1 ** step, 1 - beta2 ** step
+        denom = (v.sqrt() / math.sqrt(bc2)).add_(1e-8)
+        pa.sub_(m / denom * (lr / bc1))
+    if n_adam < len(opts):
+        ps, gs = p[n_adam:], g[n_adam:]
+        lr = _col(lrs[n_adam:], ps)
+        ps[:, :k].mul_(1 - lr * recipe.msgdw_weight_decay)
+        buf = stack.state["buf"][n_adam:]
+        if step == 1:
+            buf.copy_(gs)
+        else:
+            buf.mul_(recipe.momentum).add_(gs)
+        ps.sub_(buf * lr)
+    stack.unpack()
