@@ -107,7 +107,7 @@ SIZES = {
                     n_ho_fo=2048, tune_steps=6,
                     runs=2, eval_every=3, snapshot_every=3),
     "book": _Sizes(pretrain_steps=1500, n_ref=40_000, n_main=40_000, n_other=8192, n_zo=4096,
-                   n_ho=160_000, n_ho_fo=60_000, tune_steps=150, runs=5, eval_every=15, snapshot_every=30),
+                   n_ho=160_000, n_ho_fo=60_000, tune_steps=150, runs=5, eval_every=30, snapshot_every=30),
     "paper": _Sizes(pretrain_steps=4000, n_ref=200_000, n_main=200_000, n_other=40_000, n_zo=16_384,
                     n_ho=640_000, n_ho_fo=240_000, tune_steps=300, runs=10, eval_every=30, snapshot_every=60),
 }
