@@ -508,6 +508,7 @@ def numbers(report: Report) -> dict[str, float]:
             out[f"{claim.name}_ctrl_lo"], out[f"{claim.name}_ctrl_hi"] = float(lo), float(hi)
     out["per_step_bound"] = PER_STEP_BOUND
     out.update({f"pre_s_{k}": v for k, v in BEFORE_S_TUNING.items()})  # before s was tuned
+    out["s_grid_max"] = float(max(S_GRID))  # the s grid is not extended past an edge
     out["per_step_d"] = float(2 * TinyDiffusion().steps)
     # the shared adapter's stored run (the "before"): its numbers under the prefix before_
     from iclr_lab.generative.rlr import shared_before
@@ -567,6 +568,13 @@ def _finetune_numbers(fin: pd.DataFrame, tun: pd.DataFrame) -> dict[str, float]:
     out["frac_nozo_lo"] = float(pair[[TRUNC1, DDPO, RLR]].min().min())
     out["frac_nozo_hi"] = float(pair[[TRUNC1, DDPO, RLR]].max().max())
     out["frac_rlr_zo_first"] = float(pair[RLR_ZO].loc[pair.index.min()])
+    # the first evaluation after step 0 (its step, and each method's median there): how fast the
+    # methods get there, which the final fraction does not show
+    first = int(fin[fin.step > 0].step.min())
+    out["eval_first_step"] = float(first)
+    early = fin[fin.step == first].groupby("method").fraction.median()
+    for m, k in {TRUNC1: "trunc1", DDPO: "ddpo", RLR: "rlr", RLR_ZO: "rlr_zo"}.items():
+        out[f"frac_{k}_early"] = float(early[m])
     return out
 
 
