@@ -528,6 +528,10 @@ def numbers(report: Report) -> dict[str, float]:
         "gap_dnt": med(loss[DNT_MSGDW] - loss[DNT_ADAMW]),
         "gap_std_min": float(np.min(loss[STD_MSGDW] - adamw)),
         "gap_std_max": float(np.max(loss[STD_MSGDW] - adamw)),
+        # the range over the seeds of DNT + mSGDW's lag behind standard + AdamW (the per-seed
+        # values of dnt_msgdw_matches_adamw)
+        "dnt_lag_min": float(np.min(loss[DNT_MSGDW] - adamw)),
+        "dnt_lag_max": float(np.max(loss[DNT_MSGDW] - adamw)),
         "adamw_gain": med(adamw - loss[DNT_ADAMW]),
         # how much DNT narrows the distance between the two optimizers (medians' difference)
         "gap_narrowing": med(loss[STD_MSGDW] - adamw) - med(loss[DNT_MSGDW] - loss[DNT_ADAMW]),
