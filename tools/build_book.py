@@ -205,6 +205,14 @@ def build_one(slug: str, budget: float, timeout: int) -> None:
     print(f"page: {out / '_build' / 'html' / ch.chapter_path.replace('.md', '.html')}")
 
 
+#: The environment every chapter executes in (the full build, ``--only`` and
+#: ``tools/side_by_side.py``): one thread per chapter, reproducible hashing, no progress bars, and
+#: each explorer's static rendering only (ICLR_LAB_STATIC_BUILD; see main).
+BUILD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+             "PYTHONHASHSEED": "0", "ICLR_LAB_PROGRESS": "0", "MPLBACKEND": "Agg",
+             "ICLR_LAB_STATIC_BUILD": "1"}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--budget", type=float, default=90.0, help="CPU seconds allowed per chapter")
@@ -214,9 +222,7 @@ def main() -> None:
     p.add_argument("--only", metavar="SLUG", help="build this chapter alone, into _build/only-SLUG/")
     args = p.parse_args()
     if args.only:
-        os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-                          PYTHONHASHSEED="0", ICLR_LAB_PROGRESS="0", MPLBACKEND="Agg",
-                          ICLR_LAB_STATIC_BUILD="1")
+        os.environ.update(BUILD_ENV)
         build_one(args.only, args.budget, args.timeout)
         return
 
@@ -224,9 +230,7 @@ def main() -> None:
     # and float reductions are reproducible. No progress bars in executed pages.
     # ICLR_LAB_STATIC_BUILD: the pages show each explorer's static rendering, so its live output
     # is not drawn (iclr_lab.core.widgets.LiveResult).
-    os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-                      PYTHONHASHSEED="0", ICLR_LAB_PROGRESS="0", MPLBACKEND="Agg",
-                      ICLR_LAB_SCOREBOARD_DIR=str(SCOREBOARD), ICLR_LAB_STATIC_BUILD="1")
+    os.environ.update(BUILD_ENV, ICLR_LAB_SCOREBOARD_DIR=str(SCOREBOARD))
     shutil.rmtree(SCOREBOARD, ignore_errors=True)
     pages = [p for p in toc_files() if executable(p)]
     chapters = [p for p in pages if p not in SUMMARY_PAGES]

@@ -29,6 +29,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))  # tools/ is not a package
+
+from build_book import BUILD_ENV  # noqa: E402 - after the path it lives on
 
 # run in a child process whose PYTHONPATH is the tree being timed, so the chapter imports that
 # tree's iclr_lab; the executor is a copy of this tree's tools/build_book.py placed in that tree
@@ -44,15 +47,12 @@ with tempfile.TemporaryDirectory() as cache:
 print("CPU", times[chapter]["cpu"])
 """
 
-_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-        "PYTHONHASHSEED": "0", "ICLR_LAB_PROGRESS": "0", "MPLBACKEND": "Agg",
-        "ICLR_LAB_STATIC_BUILD": "1"}
 
 
 def cpu_seconds(tree: Path, chapter: str) -> float:
     """The CPU seconds of one execution of ``chapter`` (a path relative to ``tree``)."""
     shutil.copy(ROOT / "tools" / "build_book.py", tree / "tools" / "_side_by_side_build_book.py")
-    env = {**os.environ, **_ENV, "PYTHONPATH": str(tree)}
+    env = {**os.environ, **BUILD_ENV, "PYTHONPATH": str(tree)}
     out = subprocess.run([sys.executable, "-c", _CHILD, str(tree), chapter], env=env,
                          capture_output=True, text=True, check=False)
     lines = [line for line in out.stdout.splitlines() if line.startswith("CPU ")]
